@@ -1,0 +1,106 @@
+"""The command line. Each command parses options, calls one library function, hands the result to a renderer."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from atbprof import __version__
+from atbprof.errors import AtbprofError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="atbprof: see what operator fusion buys LLaMA inference on (simulated) Ascend NPUs.",
+)
+
+
+class OutputFormat(str, Enum):
+    rich = "rich"
+    json = "json"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"atbprof {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+) -> None:
+    """Simulate, trace and compare fused vs unfused LLaMA inference on Ascend."""
+
+
+@app.command()
+def run(
+    config: Annotated[Path, typer.Option("--config", "-c", help="Run config YAML (see fixtures/).")],
+    fusion: Annotated[str | None, typer.Option(help="Fusion strategy: none, default, aggressive, ...")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory (default traces/<name>).")] = None,
+    force: Annotated[bool, typer.Option(help="Replace an existing output directory.")] = False,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: KEY.PATH=VALUE.")] = None,
+    format_: Annotated[OutputFormat, typer.Option("--format", help="Summary as rich text or JSON.")] = OutputFormat.rich,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+) -> None:
+    """Simulate LLaMA layers on a modelled Ascend NPU and write ops.parquet, run.json and trace.json.gz."""
+    from atbprof.config import load_config
+    from atbprof.render.run_summary import render_run, run_json
+    from atbprof.run import run_simulation
+
+    def body() -> None:
+        overrides = list(set_ or [])
+        if fusion is not None:
+            overrides.append(f"fusion={fusion}")
+        cfg = load_config(config, overrides)
+        err = Console(stderr=True)
+        if format_ is OutputFormat.rich and err.is_terminal:
+            with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("ops"),
+                          TimeRemainingColumn(), console=err, transient=True) as bar:
+                task = bar.add_task("run", total=None)
+                result = run_simulation(cfg, out, force, lambda done, total: bar.update(task, completed=done, total=total))
+        else:
+            result = run_simulation(cfg, out, force)
+        if format_ is OutputFormat.json:
+            sys.stdout.write(orjson.dumps(run_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            render_run(result, Console(highlight=False))
+
+    _guard(body, verbose)
+
+
+def _guard(body: object, verbose: bool) -> None:
+    """The one error handler: AtbprofError -> its message and exit code; anything else -> exit 70."""
+    try:
+        body()  # type: ignore[operator]
+    except AtbprofError as err:
+        if verbose:
+            traceback.print_exc()
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(err.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted; nothing was written", err=True)
+        raise typer.Exit(130) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as err:  # an atbprof bug, not a user error
+        if verbose:
+            traceback.print_exc()
+        typer.echo(f"internal error: {type(err).__name__}: {err} (run with --verbose for the traceback)", err=True)
+        raise typer.Exit(70) from None
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The validated run configuration. Sections: model, device, workload, execution, fusion, output, seed."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSection(_Section):
+    """A preset name (atbprof/data/models) or a Hugging Face LLaMA config.json, plus optional overrides."""
+
+    preset: str | None = Field(default=None, description="llama2-7b, llama2-13b, llama2-70b, llama3-8b")
+    hf_config: str | None = Field(default=None, description="path to a Hugging Face config.json")
+    architecture: Literal["llama", "gpt"] = Field(
+        default="llama", description="llama = RMSNorm + RoPE + SwiGLU; gpt = LayerNorm + GELU MLP (seed 000's path)"
+    )
+    dtype: Literal["fp16", "bf16"] = "fp16"
+    hidden_size: int | None = Field(default=None, gt=0)
+    intermediate_size: int | None = Field(default=None, gt=0)
+    num_attention_heads: int | None = Field(default=None, gt=0)
+    num_key_value_heads: int | None = Field(default=None, gt=0)
+    num_hidden_layers: int | None = Field(default=None, gt=0)
+    rms_norm_eps: float | None = Field(default=None, gt=0)
+    vocab_size: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSection:
+        if self.preset and self.hf_config:
+            raise ValueError("give either model.preset or model.hf_config, not both")
+        if not self.preset and not self.hf_config:
+            raise ValueError("model needs a preset (llama2-7b, llama2-13b, llama2-70b, llama3-8b) or an hf_config path")
+        return self
+
+
+class DeviceSection(_Section):
+    preset: str | None = Field(default="910A", description="910A, 910B1, 910B2, 910B3, 910B4")
+    spec: str | None = Field(default=None, description="path to a custom device spec YAML (same fields as presets)")
+
+
+class WorkloadSection(_Section):
+    batch_size: int = Field(default=1, ge=1, le=4096)
+    prompt_len: int = Field(default=512, ge=1, le=1_048_576)
+    decode_tokens: int = Field(default=128, ge=0, le=1_000_000)
+
+
+class JitterSection(_Section):
+    """Seeded multiplicative noise on durations, off by default (simulated runs are otherwise exact)."""
+
+    kernel_cv: float = Field(default=0.0, ge=0.0, le=1.0, description="coefficient of variation of kernel durations")
+    host_cv: float = Field(default=0.0, ge=0.0, le=1.0, description="coefficient of variation of host dispatch")
+
+
+class ExecutionSection(_Section):
+    mode: Literal["eager", "graph"] = Field(
+        default="eager", description="eager = one host dispatch per kernel (torch_npu); graph = captured graph (ATB)"
+    )
+    host_dispatch_us: float | None = Field(
+        default=None, ge=0, description="host cost per kernel launch; default 44 (eager) / 0 (graph)"
+    )
+    graph_launch_us: float = Field(default=60.0, ge=0, description="graph mode: host cost to launch one step's graph")
+    device_gap_us: float = Field(default=1.5, ge=0, description="graph mode: device-side gap between kernels")
+    launch_latency_us: float = Field(default=5.0, ge=0, description="host launch -> task visible to the device")
+    queue_depth: int = Field(default=1024, ge=1, description="host->device task queue depth (host blocks when full)")
+    step_overhead_us: float | None = Field(
+        default=None,
+        ge=0,
+        description="host work per step before its first launch (generate loop, KV management); "
+        "default 1300 (eager, calibrated) / 300 (graph)",
+    )
+    sync_us: float = Field(default=20.0, ge=0, description="device->host sync + copy of the sampled token per step")
+    weight_format: Literal["nd", "nz"] | None = Field(
+        default=None,
+        description="weights as stored: nd (eager default; GEMV pays the ND->NZ reformat) or nz (graph/ATB default, "
+        "converted at load)",
+    )
+    jitter: JitterSection = JitterSection()
+
+
+class FusionSection(_Section):
+    """A named strategy plus per-rule switches; seed 002's atb_fusion_config.yaml is translated to this."""
+
+    strategy: str = Field(default="default", description="none, default, aggressive (or a strategy in the rules file)")
+    enable: tuple[str, ...] = ()
+    disable: tuple[str, ...] = ()
+    softmax_fusion_max_seq: int = Field(
+        default=1024, ge=1, description="attention-softmax fusion is switched off above this sequence length"
+    )
+    shape_buckets: tuple[int, ...] | None = Field(
+        default=None, description="token counts the fused kernels were compiled for; None = all shapes"
+    )
+    rules_file: str | None = Field(default=None, description="extra/override fusion rules YAML")
+    kv_cache_reuse: bool = False
+    paged_attention: bool = False
+    source_format: Literal["atbprof", "atb_fusion_config"] = "atbprof"
+
+    @model_validator(mode="after")
+    def _pitfalls(self) -> FusionSection:
+        if self.kv_cache_reuse and self.paged_attention:
+            raise ValueError(
+                "memory.enable_kv_cache_reuse together with paged attention is refused: ATB's KV-cache reuse and "
+                "vLLM's PagedAttention manage the same cache and conflict (seed 002, pitfall 2). "
+                "Keep paged attention and set enable_kv_cache_reuse: false"
+            )
+        overlap = set(self.enable) & set(self.disable)
+        if overlap:
+            raise ValueError(f"rules both enabled and disabled: {', '.join(sorted(overlap))}")
+        return self
+
+
+class OutputSection(_Section):
+    dir: str | None = Field(default=None, description="output directory; default traces/<name>")
+    trace: bool = Field(default=True, description="write trace.json.gz")
+    trace_max_steps: int | None = Field(
+        default=None, ge=1, description="limit the Chrome trace to the first N steps (ops.parquet always has all)"
+    )
+
+
+class RunConfig(_Section):
+    name: str = Field(default="run", pattern=r"^[A-Za-z0-9._-]+$")
+    seed: int = 0
+    model: ModelSection
+    device: DeviceSection = DeviceSection()
+    workload: WorkloadSection = WorkloadSection()
+    execution: ExecutionSection = ExecutionSection()
+    fusion: FusionSection = FusionSection()
+    output: OutputSection = OutputSection()

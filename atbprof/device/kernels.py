@@ -1,0 +1,195 @@
+"""Per-kernel cost model, evaluated over arrays: (unique kernel signature) x (step).
+
+For each kernel: tile the work over cores (Block Dim), time every pipe (Cube=mac, Vector, Scalar, MTE1, MTE2,
+MTE3, FixPipe) from the device's per-cycle rates and bandwidths, overlap them by double buffering (a kernel takes
+its slowest pipe plus the non-overlapped fill/drain of the others), add the static per-task device cost and the
+instruction-cache penalty of large composite fusions. Roofline invariant: no kernel is faster than its HBM bytes
+over HBM bandwidth or its FLOPs over peak (tested for every op of every run).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from atbprof.device.spec import DeviceSpec
+from atbprof.graph.expr import BASIS, Lin
+from atbprof.graph.nodes import Graph, Node
+from atbprof.optable.schema import PIPES
+
+BOUND_NAMES = ("compute", "memory", "launch")
+TASK_TYPES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "AI_CPU")
+
+
+@dataclass
+class KernelCosts:
+    """Arrays (signatures, steps) unless noted; times in ns (float; rounded once by the timeline)."""
+
+    dur: np.ndarray
+    pipes: dict[str, np.ndarray]
+    flops: np.ndarray
+    hbm_read: np.ndarray
+    hbm_write: np.ndarray
+    block_dim: np.ndarray
+    mix_block_dim: np.ndarray
+    bound: np.ndarray  # index into BOUND_NAMES
+    task_type: np.ndarray  # (signatures,) index into TASK_TYPES
+
+
+def _ceil_to(x: np.ndarray, m: int) -> np.ndarray:
+    return np.ceil(x / m) * m
+
+
+def _sig(node: Node) -> tuple[object, ...]:
+    """Nodes with the same signature cost the same at every step (layers repeat the same graph)."""
+    return (
+        tuple((w.unit, w.kind, w.mm and tuple(d.key() for d in w.mm), w.vec_bytes.key(), w.vec_flops.key(),
+               w.stream_bytes.key()) for w in node.work),
+        tuple(e.tensor.nbytes.key() for e in node.inputs),
+        tuple(t.nbytes.key() for t in node.outputs),
+        node.writes_params.key(),
+        tuple(h.key() for h in node.handoff),
+        node.units,
+        node.icache,
+    )
+
+
+def signatures(graph: Graph) -> tuple[np.ndarray, list[Node]]:
+    """(node -> signature index, one representative node per signature)."""
+    index: dict[tuple[object, ...], int] = {}
+    reps: list[Node] = []
+    out = np.empty(len(graph.nodes), dtype=np.int32)
+    for i, n in enumerate(graph.nodes):
+        key = _sig(n)
+        if key not in index:
+            index[key] = len(reps)
+            reps.append(n)
+        out[i] = index[key]
+    return out, reps
+
+
+class _Evaluator:
+    def __init__(self, values: np.ndarray) -> None:
+        self.v = values.astype(np.float64)
+
+    def __call__(self, e: Lin) -> np.ndarray:
+        return np.asarray(e.coef @ self.v)
+
+
+def evaluate_costs(reps: list[Node], spec: DeviceSpec, values: np.ndarray, weights_nz: bool = False) -> KernelCosts:
+    """Cost of each representative node at each step; `values` is (len(BASIS), steps) from `basis_values`."""
+    assert values.shape[0] == len(BASIS)
+    ev = _Evaluator(values)
+    steps = values.shape[1]
+    u = len(reps)
+    f = spec.clock_ghz  # cycles per ns
+    eff = spec.efficiency
+    hbm = spec.hbm_bytes_per_s / 1e9  # bytes per ns
+    l2_bw = spec.l2.bandwidth_gbps
+    l2_fit = spec.l2.size_mb * 1e6 / 2  # a tensor this small was just produced and is still in L2
+    ub_tile = spec.buffers_kb.get("ub", 192) * 1024 / 2  # double-buffered UB tile
+    z = lambda: np.zeros((u, steps))  # noqa: E731
+    pipes = {p: z() for p in PIPES}
+    flops, reads, writes = z(), z(), z()
+    block, mix = np.ones((u, steps)), np.zeros((u, steps))
+    iters = np.ones((u, steps))
+    static = np.zeros((u, 1))
+    task_type = np.zeros(u, dtype=np.int8)
+    dur = z()
+    bound = np.zeros((u, steps), dtype=np.int8)
+    for i, node in enumerate(reps):
+        units = {w.unit for w in node.work}
+        has_cube, has_vec = "cube" in units, bool(units & {"vector"})
+        if units == {"aicpu"}:
+            task_type[i], static[i] = 3, spec.static_cost_us.aicpu * 1e3
+        elif has_cube and has_vec:
+            task_type[i] = 2 if spec.cores.split else 0
+            static[i] = spec.static_cost_us.mix * 1e3
+        elif has_cube:
+            task_type[i], static[i] = 0, spec.static_cost_us.cube * 1e3
+        else:
+            task_type[i] = 1 if spec.cores.split else 0
+            static[i] = spec.static_cost_us.vector * 1e3
+        bd_c = np.zeros(steps)
+        bd_v = np.zeros(steps)
+        stream_time = np.zeros(steps)
+        for w in node.work:
+            stream = ev(w.stream_bytes)
+            reads[i] += stream
+            if w.mm is not None:
+                b, m, k, n = (ev(d) for d in w.mm)
+                mp, kp, np_ = _ceil_to(m, 16), _ceil_to(k, 16), _ceil_to(n, 16)
+                tiles = b * np.ceil(mp / 128) * np.ceil(np_ / 128)
+                bd = np.minimum(spec.cores.aic, np.maximum(tiles, 1))
+                bd_c = np.maximum(bd_c, bd)
+                pipes["mac"][i] += b * mp * kp * np_ / (bd * spec.cube_macs_per_cycle * f * eff.cube)
+                pipes["mte1"][i] += (
+                    b * (mp * kp * np.ceil(np_ / 256) + kp * np_ * np.ceil(mp / 128)) * 2
+                    / (bd * spec.mte1_bytes_per_cycle * f)
+                )
+                pipes["fixpipe"][i] += b * m * n * 2 / (bd * spec.fixpipe_bytes_per_cycle * f)
+                flops[i] += 2 * b * m * k * n
+                iters[i] = np.maximum(iters[i], np.ceil(tiles / bd) * np.ceil(kp / 256))
+                # small-M GEMM on ND weights pays the ND->NZ reformat in MTE2 (calibrated efficiency)
+                gemv = (mp <= 16) & (not weights_nz)
+                bw = np.where(gemv, eff.gemv_nd, eff.hbm_stream) * hbm
+                stream_time += stream / np.minimum(bw, bd * spec.core_gm_bytes_per_cycle * f)
+            else:
+                vb = ev(w.vec_bytes)
+                tiles = np.maximum(np.ceil(vb / ub_tile), 1)
+                bd = np.minimum(spec.cores.aiv, tiles)
+                bd_v = np.maximum(bd_v, bd)
+                pipes["vec"][i] += vb / (bd * spec.vector_bytes_per_cycle * f * eff.vector)
+                flops[i] += ev(w.vec_flops)
+                iters[i] = np.maximum(iters[i], np.ceil(tiles / bd))
+                bw = eff.hbm_stream * hbm
+                stream_time += stream / np.minimum(bw, bd * spec.core_gm_bytes_per_cycle * f)
+        bd_all = np.maximum(np.maximum(bd_c, bd_v), 1)
+        port = bd_all * spec.core_gm_bytes_per_cycle * f
+        act_bw_hbm = (eff.vector_hbm if not has_cube else eff.hbm_stream) * hbm
+        act_in = np.zeros(steps)
+        for e in node.inputs:
+            nb = ev(e.tensor.nbytes)
+            reads[i] += np.where(nb <= l2_fit, 0, nb)
+            act_in += nb / np.minimum(np.where(nb <= l2_fit, l2_bw, act_bw_hbm), port)
+        pipes["mte2"][i] += stream_time + act_in
+        cache_writes = ev(node.writes_params)  # KV-cache updates land in HBM
+        out_bytes = sum((ev(t.nbytes) for t in node.outputs), np.zeros(steps)) + cache_writes
+        writes[i] += np.where(out_bytes - cache_writes <= l2_fit, 0, out_bytes - cache_writes) + cache_writes
+        out_time = out_bytes / np.minimum(np.where(out_bytes <= l2_fit, l2_bw, act_bw_hbm), port)
+        if has_vec or not has_cube:
+            pipes["mte3"][i] += out_time * (1 if has_vec and not has_cube else 0.5)
+            pipes["fixpipe"][i] += out_time * (0 if not has_cube else 0.5)
+        else:
+            pipes["fixpipe"][i] += out_time
+        if spec.cores.split:
+            # no L0C->UB path on A2: cube<->vector hand-offs inside a fused kernel go through L2 (write + read)
+            for h in node.handoff:
+                hb = ev(h) * 2 / (l2_bw * 1.0)
+                pipes["mte2"][i] += hb / 2
+                pipes["mte3"][i] += hb / 2
+        if spec.cores.split and has_cube and has_vec:
+            block[i], mix[i] = bd_c, np.minimum(2 * bd_c, spec.cores.aiv)
+        elif has_cube:
+            block[i] = np.maximum(bd_c, 1)
+        else:
+            block[i] = np.maximum(bd_v, 1)
+        icache = 1.0
+        if node.icache and node.units > spec.fusion_icache.free_ops:
+            icache += spec.fusion_icache.penalty_per_op * (node.units - spec.fusion_icache.free_ops)
+        pipes["scalar"][i] = 0.04 * np.maximum.reduce([pipes[p][i] for p in ("mac", "vec", "mte2")]) + 0.3 * iters[i]
+        stacked = np.stack([pipes[p][i] for p in PIPES])
+        longest = stacked.max(axis=0)
+        # double buffering overlaps pipes across tile iterations; fill and drain are not overlapped
+        exec_ns = longest + (stacked.sum(axis=0) - longest) / np.maximum(iters[i], 1)
+        # reads and writes share the HBM: their sum can not move faster than the streaming bandwidth
+        exec_ns = np.maximum(exec_ns, (reads[i] + writes[i]) / (eff.hbm_stream * hbm))
+        exec_ns *= icache
+        for p in PIPES:
+            pipes[p][i] = np.minimum(pipes[p][i] * icache, exec_ns)
+        dur[i] = static[i, 0] + exec_ns
+        bound[i] = np.where(
+            static[i, 0] >= exec_ns, 2, np.where(np.argmax(stacked, axis=0) <= PIPES.index("scalar"), 0, 1)
+        )
+    return KernelCosts(dur, pipes, flops, reads, writes, block, mix, bound, task_type)

@@ -1,0 +1,39 @@
+"""The one error hierarchy. The CLI catches `AtbprofError` once, prints `str(err)` and exits with `exit_code`."""
+
+from __future__ import annotations
+
+
+class AtbprofError(Exception):
+    """A problem the user can fix; the message names the file/key and the fix."""
+
+    exit_code = 1
+
+
+class ConfigError(AtbprofError):
+    """An invalid configuration. `problems` holds one line per problem."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str] | str, source: str | None = None) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.source = source
+        head = f"invalid config {source}" if source else "invalid config"
+        lines = [f"{head}: {len(self.problems)} problem(s)"] if len(self.problems) > 1 else []
+        body = [f"  - {p}" for p in self.problems] if lines else [f"{head}: {self.problems[0]}"]
+        super().__init__("\n".join(lines + body))
+
+
+class InputError(AtbprofError):
+    """An input file that cannot be read as what it claims to be."""
+
+    exit_code = 2
+
+
+class SchemaError(InputError):
+    """An op table whose columns do not match the op schema."""
+
+
+class OutputExistsError(AtbprofError):
+    """Refusing to overwrite something the user already has."""
+
+    exit_code = 3

@@ -1,0 +1,310 @@
+"""Apply fusion rules to an op graph: match, check constraints, rewrite, and record near-misses.
+
+Each rule is one left-to-right sweep over the graph in issue order (linear in the number of nodes): matched
+windows become one fused node, and later nodes that read a replaced node are re-pointed at the fused one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from atbprof.fusion.rules import Pattern, Rule
+from atbprof.graph.expr import ZERO, Lin
+from atbprof.graph.nodes import Edge, Graph, Node, Tensor, Work
+
+
+@dataclass(frozen=True)
+class FusionContext:
+    """What decides whether a rule may fire in one phase of one run."""
+
+    phase: str  # prefill | decode
+    soc_version: str
+    tokens: int  # tokens per step in this phase (batch x query length)
+    seq_len: int  # longest sequence the phase sees
+    softmax_fusion_max_seq: int = 1024
+    shape_buckets: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    rule: str
+    phase: str
+    layer: int
+    node: int  # graph node where the attempted match starts
+    reason: str
+
+
+@dataclass
+class FusionResult:
+    graph: Graph
+    fired: dict[str, int] = field(default_factory=dict)
+    near_misses: list[NearMiss] = field(default_factory=list)
+    disabled: dict[str, str] = field(default_factory=dict)  # rule -> why it was switched off for the phase
+
+
+def _type_ok(want: str, have: str) -> bool:
+    return any(fnmatch.fnmatchcase(have, alt) for alt in want.split("|"))
+
+
+def _fused_type(pattern: Pattern, ctx: FusionContext, members: Sequence[Node]) -> str:
+    if ctx.soc_version in pattern.fused_by_soc:
+        return pattern.fused_by_soc[ctx.soc_version]
+    fused = pattern.fused if isinstance(pattern.fused, str) else pattern.fused[ctx.phase]
+    return fused.format(*(m.op_type for m in members))
+
+
+def _unit(node: Node) -> str:
+    units = {w.unit for w in node.work}
+    return units.pop() if len(units) == 1 else "mix"
+
+
+class _Sweep:
+    """Builds the rewritten node list; `remap` points replaced node ids at the node that now produces them."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.src = graph.nodes
+        self.consumers = graph.consumers()
+        self.out: list[Node] = []
+        self.remap: dict[int, int] = {}
+        self.dropped: set[int] = set()
+        self.next_id = max((n.id for n in self.src), default=-1) + 1
+
+    def current(self, node: Node) -> Node:
+        """The node with its inputs re-pointed at fused producers."""
+        if any(e.producer in self.remap for e in node.inputs):
+            node = node.clone(inputs=[Edge(self.remap.get(e.producer, e.producer), e.tensor) for e in node.inputs])
+        return node
+
+    def fuse(self, rule: Rule, members: list[Node], op_type: str, op_name: str, exports: set[int], role_idx: int,
+             ) -> Node:
+        ids = {m.id for m in members}
+        units = {m.id: _unit(m) for m in members}
+        inputs: list[Edge] = []
+        handoff: list[Lin] = []
+        for m in members:
+            for e in m.inputs:
+                if e.producer in ids:
+                    if units[e.producer] != units[m.id]:
+                        handoff.append(e.tensor.nbytes)
+                elif e not in inputs:
+                    inputs.append(e)
+        outputs: list[Tensor] = []
+        for k, m in enumerate(members):
+            external = [c for c in self.consumers.get(m.id, []) if c not in ids]
+            if external or k in exports or k == len(members) - 1:
+                outputs.extend(t for t in m.outputs if t not in outputs)
+        params: list[Tensor] = []
+        for m in members:
+            params.extend(p for p in m.params if p not in params)
+        writes = ZERO
+        for m in members:
+            writes = writes + m.writes_params
+        node = Node(
+            id=self.next_id,
+            op_type=op_type,
+            op_name=op_name,
+            role=members[role_idx].role,
+            layer=members[role_idx].layer,
+            inputs=inputs,
+            outputs=outputs,
+            params=params,
+            work=[_scaled(w, rule.vec_scale) for m in members for w in m.work],
+            fused_from=tuple(t for m in members for t in (m.fused_from or (m.op_type,))),
+            rule=rule.name,
+            units=1 if rule.library else sum(m.units for m in members),
+            icache=not rule.library,
+            handoff=[h for m in members for h in m.handoff] + handoff,
+            stream=members[0].stream,
+            writes_params=writes,
+        )
+        self.next_id += 1
+        for m in members:
+            self.remap[m.id] = node.id
+        self.consumers[node.id] = [c for m in members for c in self.consumers.get(m.id, []) if c not in ids]
+        return node
+
+    def finish(self, graph: Graph) -> Graph:
+        nodes = [n for n in self.out if n.id not in self.dropped]
+        return Graph([self.current(n) for n in nodes], graph.phase, graph.notes)
+
+
+def _scaled(work: Work, vec_scale: float) -> Work:
+    if vec_scale == 1.0:
+        return work
+    return Work(work.unit, work.mm, work.vec_bytes * vec_scale, work.vec_flops, work.stream_bytes, work.kind)
+
+
+def _constraint(rule: Rule, ctx: FusionContext) -> str | None:
+    if rule.max_seq and ctx.seq_len > ctx.softmax_fusion_max_seq:
+        return (
+            f"sequence length {ctx.seq_len} > fusion.softmax_fusion_max_seq {ctx.softmax_fusion_max_seq} "
+            "(softmax fusion overflows in fp16 on long sequences, seed 002 pitfall 1)"
+        )
+    if rule.static_shape and ctx.shape_buckets is not None and ctx.tokens not in ctx.shape_buckets:
+        return (
+            f"{ctx.tokens} tokens per step is outside the compiled shape buckets {list(ctx.shape_buckets)} "
+            "(the fused kernel falls back, seed 002 pitfall 3)"
+        )
+    return None
+
+
+def _exports(rule: Rule, pattern: Pattern, window: Sequence[Node]) -> set[int]:
+    return set(rule.exports) | {k for k, glob in pattern.export_if.items() if _type_ok(glob, window[k].op_type)}
+
+
+def _structure(rule: Rule, pattern: Pattern, window: list[Node], consumers: dict[int, list[int]]) -> str | None:
+    ids = [m.id for m in window]
+    if len({m.layer for m in window}) > 1 and rule.role_from == -1:
+        return "the ops span two layers"
+    shared = {e.producer for e in window[0].inputs if e.producer >= 0}
+    for k, m in enumerate(window[1:], start=1):
+        # connected: reads an earlier member, or the same producer as an earlier member (RoPE's slices of x)
+        if not any(e.producer in ids[:k] or e.producer in shared for e in m.inputs):
+            return f"{m.op_type} ({m.role}) reads nothing the earlier ops produce or read (not one subgraph)"
+        shared.update(e.producer for e in m.inputs if e.producer >= 0)
+    exports = _exports(rule, pattern, window)
+    for k, m in enumerate(window[:-1]):
+        outside = [c for c in consumers.get(m.id, []) if c not in ids]
+        if outside and k not in exports:
+            return (
+                f"the output of {m.op_type} ({m.role}) is also read by {len(outside)} op(s) outside the pattern; "
+                "fusing would drop it"
+            )
+    return None
+
+
+def _interposed(pattern: Pattern, nodes: list[Node], i: int) -> str | None:
+    """The pattern matches except for one op interposed inside it -> the reason, else None."""
+    n = len(pattern.ops)
+    if n < 2 or not _type_ok(pattern.ops[0], nodes[i].op_type):
+        return None
+    k = 1
+    while k < n and i + k < len(nodes) and _type_ok(pattern.ops[k], nodes[i + k].op_type):
+        k += 1
+    rest = nodes[i + k + 1 : i + n + 1]
+    if k >= n or len(rest) != n - k or nodes[i + k].layer != nodes[i].layer:
+        return None
+    extra, before = nodes[i + k], nodes[i + k - 1]
+    if _type_ok(pattern.ops[0], extra.op_type) or not any(e.producer == before.id for e in extra.inputs):
+        return None  # not interposed: the extra op starts its own match or is not on the data path
+    if any(e.producer in (extra.id, before.id) for e in rest[0].inputs) and all(
+        _type_ok(w, m.op_type) for w, m in zip(pattern.ops[k:], rest)
+    ):
+        return f"{extra.op_type} ({extra.role}) is interposed between {pattern.ops[k - 1]} and {pattern.ops[k]}"
+    return None
+
+
+def _chain(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -> Graph:
+    sw = _Sweep(graph)
+    why_off = _constraint(rule, ctx)
+    src = graph.nodes
+    i = 0
+    while i < len(src):
+        matched = 0
+        for pattern in rule.patterns:
+            n = len(pattern.ops)
+            window = [sw.current(m) for m in src[i : i + n]]
+            if len(window) < n or not all(_type_ok(w, m.op_type) for w, m in zip(pattern.ops, window)):
+                reason = _interposed(pattern, src, i)
+                if reason:
+                    result.near_misses.append(NearMiss(rule.name, ctx.phase, src[i].layer, src[i].id, reason))
+                continue
+            reason = why_off or _structure(rule, pattern, window, sw.consumers)
+            if reason:
+                result.near_misses.append(NearMiss(rule.name, ctx.phase, window[-1].layer, window[0].id, reason))
+                continue
+            op_type = _fused_type(pattern, ctx, window)
+            node = sw.fuse(rule, window, op_type, pattern.op_name or op_type, _exports(rule, pattern, window),
+                           rule.role_from)
+            _absorb(rule, sw, node)
+            sw.out.append(node)
+            result.fired[rule.name] = result.fired.get(rule.name, 0) + 1
+            matched = n
+            break
+        if matched:
+            i += matched
+        else:
+            sw.out.append(src[i])
+            i += 1
+    if why_off and any(nm.rule == rule.name for nm in result.near_misses):
+        result.disabled.setdefault(rule.name, why_off)
+    return sw.finish(graph)
+
+
+def _absorb(rule: Rule, sw: _Sweep, node: Node) -> None:
+    """Drop producers (the GQA BroadcastTo copies) read only by the fused kernel: it reads their inputs instead."""
+    if not rule.absorb_inputs:
+        return
+    by_id = {n.id: n for n in sw.out[-16:]}
+    absorbed = False
+    for e in list(node.inputs):
+        prod = by_id.get(e.producer)
+        if prod is None or prod.op_type not in rule.absorb_inputs or sw.consumers.get(prod.id) != [node.id]:
+            continue
+        node.inputs.remove(e)
+        node.params.extend(p for p in prod.params if p not in node.params)
+        node.work = [w for w in node.work if w is not prod.work[0]]
+        sw.dropped.add(prod.id)
+        absorbed = True
+    if absorbed:
+        streamed = ZERO
+        for p in node.params:
+            streamed = streamed + p.nbytes
+        # the fused kernel streams each KV cache once, at its stored (not repeated) size
+        node.work = [Work(w.unit, w.mm, w.vec_bytes, w.vec_flops, ZERO, w.kind) for w in node.work]
+        node.work.append(Work("vector", stream_bytes=streamed, kind="kv_stream"))
+
+
+def _siblings(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -> Graph:
+    sw = _Sweep(graph)
+    groups: dict[tuple[int, int], list[Node]] = {}
+    for n in graph.nodes:
+        if n.op_type == "MatMulV2" and n.role in rule.roles and n.inputs:
+            groups.setdefault((n.layer, n.inputs[0].producer), []).append(n)
+    merged: dict[int, Node] = {}
+    skip: set[int] = set()
+    for members in groups.values():
+        if sorted(m.role for m in members) != sorted(rule.roles):
+            result.near_misses.append(
+                NearMiss(rule.name, ctx.phase, members[0].layer, members[0].id,
+                         f"only {', '.join(m.role for m in members)} read the same input")
+            )
+            continue
+        w0 = members[0]
+        k = w0.params[0].shape[0]
+        n_total = int(sum(m.params[0].shape[1].coef[0] for m in members))
+        weight = Tensor((k, Lin(one=n_total)), w0.params[0].dtype, Lin(one=int(k.coef[0]) * n_total * 2))
+        out_bytes = ZERO
+        for m in members:
+            out_bytes = out_bytes + m.outputs[0].nbytes
+        out = Tensor((*w0.outputs[0].shape[:-1], Lin(one=n_total)), w0.outputs[0].dtype, out_bytes)
+        mm = w0.work[0].mm
+        assert mm is not None
+        node = sw.fuse(rule, members, "MatMulV2", w0.op_name, set(range(len(members))), 0)
+        node.role = rule.role
+        node.params = [weight]
+        node.outputs = [out]
+        node.work = [Work("cube", mm=(mm[0], mm[1], mm[2], Lin(one=n_total)), stream_bytes=weight.nbytes,
+                          kind="MatMulV2")]
+        node.fused_from = ()  # a merged GEMM is one MatMulV2, not a fusion of different op types
+        node.units, node.icache, node.rule = 1, False, ""
+        merged[w0.id] = node
+        skip.update(m.id for m in members[1:])
+        result.fired[rule.name] = result.fired.get(rule.name, 0) + 1
+    for n in graph.nodes:
+        if n.id in merged:
+            sw.out.append(merged[n.id])
+        elif n.id not in skip:
+            sw.out.append(n)
+    return sw.finish(graph)
+
+
+def apply_fusion(graph: Graph, rules: list[Rule], ctx: FusionContext) -> FusionResult:
+    result = FusionResult(graph=graph)
+    g = Graph(list(graph.nodes), ctx.phase)
+    for rule in rules:
+        g = _siblings(rule, g, ctx, result) if rule.kind == "siblings" else _chain(rule, g, ctx, result)
+    result.graph = g
+    return result

@@ -1,0 +1,87 @@
+"""Fusion rules and named strategies, loaded from atbprof/data/fusion_rules.yaml (+ an optional user file)."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from atbprof.errors import ConfigError
+
+
+class Pattern(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    ops: tuple[str, ...] = Field(min_length=1)
+    fused: str | dict[str, str]
+    fused_by_soc: dict[str, str] = {}
+    op_name: str | None = None
+    export_if: dict[int, str] = {}
+
+
+class Rule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = ""
+    doc: str = ""
+    kind: Literal["chain", "siblings"]
+    patterns: tuple[Pattern, ...] = ()
+    roles: tuple[str, ...] = ()
+    role: str = ""
+    library: bool = False
+    static_shape: bool = False
+    max_seq: bool = False
+    role_from: int = -1
+    exports: tuple[int, ...] = ()
+    vec_scale: float = 1.0
+    absorb_inputs: tuple[str, ...] = ()
+
+
+class RuleSet(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rules: dict[str, Rule]
+    strategies: dict[str, tuple[str, ...]]
+
+    def resolve(self, strategy: str, enable: tuple[str, ...] = (), disable: tuple[str, ...] = ()) -> list[Rule]:
+        """The rules a run applies, in rule-file order."""
+        if strategy not in self.strategies:
+            raise ConfigError(
+                f"fusion.strategy = {strategy!r}: unknown strategy (allowed: {', '.join(self.strategies)})"
+            )
+        unknown = [r for r in (*enable, *disable) if r not in self.rules]
+        if unknown:
+            raise ConfigError(
+                f"fusion.enable/disable: unknown rule(s) {', '.join(unknown)} (allowed: {', '.join(self.rules)})"
+            )
+        chosen = (set(self.strategies[strategy]) | set(enable)) - set(disable)
+        return [rule for name, rule in self.rules.items() if name in chosen]
+
+
+def _parse(doc: object, source: str) -> RuleSet:
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{source}: expected a mapping with 'rules' and 'strategies'")
+    try:
+        rs = RuleSet.model_validate({"rules": doc.get("rules", {}), "strategies": doc.get("strategies", {})})
+    except ValidationError as err:
+        raise ConfigError(
+            [f"{source}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()]
+        ) from None
+    rules = {name: rule.model_copy(update={"name": name}) for name, rule in rs.rules.items()}
+    return RuleSet(rules=rules, strategies=rs.strategies)
+
+
+def load_rules(extra_file: str | None = None) -> RuleSet:
+    """Built-in rules, then a user file whose rules/strategies override or extend them."""
+    text = resources.files("atbprof.data").joinpath("fusion_rules.yaml").read_text(encoding="utf-8")
+    base = _parse(yaml.safe_load(text), "fusion_rules.yaml")
+    if not extra_file:
+        return base
+    try:
+        user = yaml.safe_load(Path(extra_file).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"fusion.rules_file: {extra_file}: no such file") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"fusion.rules_file: {extra_file}: not valid YAML ({err})") from None
+    extra = _parse(user, extra_file)
+    return RuleSet(rules={**base.rules, **extra.rules}, strategies={**base.strategies, **extra.strategies})

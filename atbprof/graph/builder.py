@@ -1,0 +1,288 @@
+"""Builds the unfused eager op graph of a whole model (one decode/prefill step), as torch_npu issues it.
+
+Every op here is one kernel launch of Hugging Face's LlamaForCausalLM in eager mode on an NPU: the RMSNorm chain
+(Cast, Pows, ReduceMean, Add, Rsqrt, Mul, Cast, Mul), separate Q/K/V MatMulV2, rotate_half RoPE, the KV-cache
+write, eager attention (BatchMatMulV2, Mul, Add mask, Cast, SoftmaxV2, Cast, BatchMatMulV2), SwiGLU as
+gate/Swish/up/Mul/down, the residual Adds, embedding, final norm, LM head and greedy sampling. Fusion passes
+rewrite this graph; they never build a second model by hand.
+"""
+
+from __future__ import annotations
+
+from atbprof.graph.dims import ModelDims
+from atbprof.graph.expr import ONE, SKV, SQ, ZERO, B, Lin, T
+from atbprof.graph.nodes import Edge, Graph, Node, Tensor, Unit, Work
+
+_API = {
+    "Cast": "Cast",
+    "Pows": "PowTensorScalar",
+    "ReduceMean": "Mean",
+    "Add": "Add",
+    "Adds": "Adds",
+    "Sub": "Sub",
+    "Rsqrt": "Rsqrt",
+    "Mul": "Mul",
+    "MatMulV2": "Matmul",
+    "BatchMatMulV2": "BatchMatMul",
+    "Slice": "Slice",
+    "Neg": "Neg",
+    "ConcatD": "Cat",
+    "SoftmaxV2": "Softmax",
+    "Swish": "Silu",
+    "Gelu": "Gelu",
+    "Transpose": "Permute",
+    "ScatterUpdate": "IndexCopy",
+    "BroadcastTo": "Expand",
+    "GatherV2": "Embedding",
+    "Cos": "Cos",
+    "Sin": "Sin",
+    "ArgMaxV2": "ArgMax",
+}
+FP32 = "DT_FLOAT"
+
+
+def kernel_name(op_type: str) -> str:
+    """aclnn kernel naming: aclnn<Api>_<Impl>_<OpType> (ascend_profiling_formats.md section 3.1)."""
+    api = _API.get(op_type, op_type)
+    impl = f"{op_type}Common" if op_type.endswith(("MatMulV2", "BatchMatMulV2")) else f"{op_type}AiCore"
+    if op_type == "Adds":
+        return "aclnnAdds_AddAiCore_Add"
+    return f"aclnn{api}_{impl}_{op_type}"
+
+
+class GraphBuilder:
+    def __init__(self, dims: ModelDims) -> None:
+        self.d = dims
+        self.nodes: list[Node] = []
+        self.dt = dims.msprof_dtype
+        self.ds = dims.dsize
+
+    # -- tensors -------------------------------------------------------------------------------------------------
+    def act(self, width: int, dtype: str | None = None, tokens: Lin = T) -> Tensor:
+        """[B, Sq, width] activation."""
+        dt = dtype or self.dt
+        size = 4 if dt == FP32 else 2
+        shape = (B, SQ, Lin(one=width)) if tokens is T else (tokens, Lin(one=width))
+        return Tensor(shape, dt, tokens * (width * size))
+
+    def heads(self, n: int, length: Lin, nbytes_per: Lin, dtype: str | None = None) -> Tensor:
+        """[B, n, length, head_dim]; nbytes given as the per-head-dim linear size."""
+        dt = dtype or self.dt
+        return Tensor((B, Lin(one=n), length, Lin(one=self.d.head_dim)), dt, nbytes_per)
+
+    def weight(self, k: int, n: int) -> Tensor:
+        return Tensor((Lin(one=k), Lin(one=n)), self.dt, Lin(one=k * n * self.ds))
+
+    # -- ops -----------------------------------------------------------------------------------------------------
+    def op(
+        self,
+        op_type: str,
+        role: str,
+        layer: int,
+        inputs: list[tuple[int, Tensor]],
+        out: Tensor,
+        work: Work,
+        params: list[Tensor] | None = None,
+        writes_params: Lin = ZERO,
+    ) -> int:
+        nid = len(self.nodes)
+        self.nodes.append(
+            Node(
+                id=nid,
+                op_type=op_type,
+                op_name=kernel_name(op_type),
+                role=role,
+                layer=layer,
+                inputs=[Edge(p, t) for p, t in inputs],
+                outputs=[out],
+                params=params or [],
+                work=[work],
+                writes_params=writes_params,
+            )
+        )
+        return nid
+
+    def out(self, nid: int) -> tuple[int, Tensor]:
+        return nid, self.nodes[nid].outputs[0]
+
+    def vec(
+        self,
+        op_type: str,
+        role: str,
+        layer: int,
+        inputs: list[tuple[int, Tensor]],
+        out: Tensor,
+        passes: float = 1.0,
+        params: list[Tensor] | None = None,
+        unit: Unit = "vector",
+    ) -> int:
+        """An elementwise/reduction vector kernel: its vector unit streams the larger of inputs and output."""
+        biggest = max([t.nbytes for _, t in inputs] + [out.nbytes], key=lambda e: e.coef.sum())
+        flops_per_byte = 0.25 if out.dtype == FP32 else 0.5
+        work = Work(unit, vec_bytes=biggest * passes, vec_flops=biggest * (passes * flops_per_byte), kind=op_type)
+        return self.op(op_type, role, layer, inputs, out, work, params)
+
+    def matmul(self, role: str, layer: int, x: tuple[int, Tensor], k: int, n: int, tokens: Lin = T) -> int:
+        w = self.weight(k, n)
+        out = self.act(n, tokens=tokens)
+        work = Work("cube", mm=(ONE, tokens, Lin(one=k), Lin(one=n)), stream_bytes=w.nbytes, kind="MatMulV2")
+        return self.op("MatMulV2", role, layer, [x], out, work, params=[w])
+
+    # -- blocks --------------------------------------------------------------------------------------------------
+    def rms_norm(self, role: str, layer: int, x: tuple[int, Tensor], tokens: Lin = T) -> tuple[int, Tensor]:
+        h = self.d.hidden
+        f32 = self.act(h, FP32, tokens)
+        col = Tensor((B, SQ, ONE) if tokens is T else (tokens, ONE), FP32, tokens * 4)
+        gamma = Tensor((Lin(one=h),), self.dt, Lin(one=h * self.ds))
+        c = self.vec("Cast", role, layer, [x], f32)
+        p = self.vec("Pows", role, layer, [self.out(c)], f32)
+        m = self.vec("ReduceMean", role, layer, [self.out(p)], col)
+        a = self.vec("Adds", role, layer, [self.out(m)], col)
+        self.nodes[a].op_type = "Add"  # aclnnAdds launches the Add kernel (Type Add)
+        r = self.vec("Rsqrt", role, layer, [self.out(a)], col)
+        mu = self.vec("Mul", role, layer, [self.out(c), self.out(r)], f32)
+        c2 = self.vec("Cast", role, layer, [self.out(mu)], self.act(h, tokens=tokens))
+        y = self.vec("Mul", role, layer, [self.out(c2)], self.act(h, tokens=tokens), params=[gamma])
+        return self.out(y)
+
+    def layer_norm(self, role: str, layer: int, x: tuple[int, Tensor], tokens: Lin = T) -> tuple[int, Tensor]:
+        h = self.d.hidden
+        f32 = self.act(h, FP32, tokens)
+        col = Tensor((B, SQ, ONE) if tokens is T else (tokens, ONE), FP32, tokens * 4)
+        gamma = Tensor((Lin(one=h),), self.dt, Lin(one=h * self.ds))
+        c = self.vec("Cast", role, layer, [x], f32)
+        mean = self.vec("ReduceMean", role, layer, [self.out(c)], col)
+        sub = self.vec("Sub", role, layer, [self.out(c), self.out(mean)], f32)
+        p = self.vec("Pows", role, layer, [self.out(sub)], f32)
+        var = self.vec("ReduceMean", role, layer, [self.out(p)], col)
+        a = self.vec("Adds", role, layer, [self.out(var)], col)
+        self.nodes[a].op_type = "Add"
+        r = self.vec("Rsqrt", role, layer, [self.out(a)], col)
+        mu = self.vec("Mul", role, layer, [self.out(sub), self.out(r)], f32)
+        c2 = self.vec("Cast", role, layer, [self.out(mu)], self.act(h, tokens=tokens))
+        g = self.vec("Mul", role, layer, [self.out(c2)], self.act(h, tokens=tokens), params=[gamma])
+        y = self.vec("Add", role, layer, [self.out(g)], self.act(h, tokens=tokens), params=[gamma])
+        return self.out(y)
+
+    def norm(self, role: str, layer: int, x: tuple[int, Tensor], tokens: Lin = T) -> tuple[int, Tensor]:
+        if self.d.architecture == "gpt":
+            return self.layer_norm(role, layer, x, tokens)
+        return self.rms_norm(role, layer, x, tokens)
+
+    def rope(self, role: str, layer: int, x: tuple[int, Tensor], n_heads: int) -> tuple[int, Tensor]:
+        """HF rotate_half: x*cos + cat(-x2, x1)*sin, in the op order msprof-analyze's RotaryMul pattern lists."""
+        d = self.d.head_dim
+        full = x[1]
+        half = Tensor((B, Lin(one=n_heads), SQ, Lin(one=d // 2)), self.dt, full.nbytes * 0.5)
+        mul_cos = self.vec("Mul", role, layer, [x], full)
+        s1 = self.vec("Slice", role, layer, [x], half)
+        neg = self.vec("Neg", role, layer, [self.out(s1)], half)
+        s2 = self.vec("Slice", role, layer, [x], half)
+        cat = self.vec("ConcatD", role, layer, [self.out(neg), self.out(s2)], full)
+        mul_sin = self.vec("Mul", role, layer, [self.out(cat)], full)
+        add = self.vec("Add", role, layer, [self.out(mul_cos), self.out(mul_sin)], full)
+        return self.out(add)
+
+    def attention(self, layer: int, x: tuple[int, Tensor]) -> tuple[int, Tensor]:
+        d = self.d
+        hd, nh, nkv = d.head_dim, d.heads, d.kv_heads
+        q = self.matmul("attn.q", layer, x, d.hidden, nh * hd)
+        k = self.matmul("attn.k", layer, x, d.hidden, nkv * hd)
+        v = self.matmul("attn.v", layer, x, d.hidden, nkv * hd)
+        q_heads = (q, self.heads(nh, SQ, T * (nh * hd * self.ds)))
+        k_heads = (k, self.heads(nkv, SQ, T * (nkv * hd * self.ds)))
+        q_r = self.rope("attn.rope", layer, q_heads, nh)
+        k_r = self.rope("attn.rope", layer, k_heads, nkv)
+        # fixed-size KV cache updated in place (the TorchAir "fixed KV cache" step); the cache is a parameter
+        cache_bytes = Lin(BKV=nkv * hd * self.ds)
+        cache = Tensor((B, Lin(one=nkv), SKV, Lin(one=hd)), self.dt, cache_bytes)
+        written = Tensor(cache.shape, self.dt, ZERO)  # in place: only the new rows are written (writes_params)
+        new = T * (nkv * hd * self.ds)
+        for src in (k_r, (v, k_heads[1])):
+            w = Work("vector", vec_bytes=new, kind="ScatterUpdate")
+            self.op("ScatterUpdate", "attn.kv_write", layer, [src], written, w, params=[], writes_params=new)
+        k_all: tuple[int, Tensor] = (-1, cache)
+        v_all: tuple[int, Tensor] = (-1, cache)
+        if nkv != nh:  # HF repeat_kv materialises the GQA groups
+            rep = Tensor((B, Lin(one=nh), SKV, Lin(one=hd)), self.dt, Lin(BKV=nh * hd * self.ds))
+            ks = self.op("BroadcastTo", "attn.repeat_kv", layer, [], rep,
+                         Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo"), [cache])
+            vs = self.op("BroadcastTo", "attn.repeat_kv", layer, [], rep,
+                         Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo"), [cache])
+            k_all, v_all = self.out(ks), self.out(vs)
+        kv_params = [] if nkv != nh else [cache]
+        scores = Tensor((B, Lin(one=nh), SQ, SKV), self.dt, Lin(TKV=nh * self.ds))
+        scores32 = Tensor((B, Lin(one=nh), SQ, SKV), FP32, Lin(TKV=nh * 4))
+        kv_stream = Lin(BKV=nh * hd * self.ds) if nkv != nh else cache_bytes
+        bmm = Work("cube", mm=(Lin(B=nh), SQ, Lin(one=hd), SKV), stream_bytes=ZERO if nkv != nh else kv_stream,
+                   kind="BatchMatMulV2")
+        qk_in = [q_r] + ([k_all] if nkv != nh else [])
+        s = self.op("BatchMatMulV2", "attn.score", layer, qk_in, scores, bmm, params=kv_params)
+        sc = self.vec("Mul", "attn.score", layer, [self.out(s)], scores)
+        mask = Tensor((B, ONE, SQ, SKV), self.dt, Lin(TKV=self.ds))
+        mk = self.vec("Add", "attn.score", layer, [self.out(sc), (-1, mask)], scores)
+        c1 = self.vec("Cast", "attn.softmax", layer, [self.out(mk)], scores32)
+        sm = self.vec("SoftmaxV2", "attn.softmax", layer, [self.out(c1)], scores32, passes=3.0)
+        c2 = self.vec("Cast", "attn.softmax", layer, [self.out(sm)], scores)
+        ctx = Tensor((B, Lin(one=nh), SQ, Lin(one=hd)), self.dt, T * (nh * hd * self.ds))
+        bmm2 = Work("cube", mm=(Lin(B=nh), SQ, SKV, Lin(one=hd)), stream_bytes=ZERO if nkv != nh else kv_stream,
+                    kind="BatchMatMulV2")
+        pv_in = [self.out(c2)] + ([v_all] if nkv != nh else [])
+        o = self.op("BatchMatMulV2", "attn.context", layer, pv_in, ctx, bmm2, params=kv_params)
+        tr = self.vec("Transpose", "attn.context", layer, [self.out(o)], self.act(nh * hd))
+        return self.out(self.matmul("attn.o", layer, self.out(tr), nh * hd, d.hidden))
+
+    def mlp(self, layer: int, x: tuple[int, Tensor]) -> tuple[int, Tensor]:
+        d = self.d
+        if d.architecture == "gpt":
+            up = self.matmul("ffn.up", layer, x, d.hidden, d.inter)
+            act = self.vec("Gelu", "ffn.act", layer, [self.out(up)], self.act(d.inter), passes=2.0)
+            return self.out(self.matmul("ffn.down", layer, self.out(act), d.inter, d.hidden))
+        gate = self.matmul("ffn.gate", layer, x, d.hidden, d.inter)
+        act = self.vec("Swish", "ffn.act", layer, [self.out(gate)], self.act(d.inter), passes=2.0)
+        up = self.matmul("ffn.up", layer, x, d.hidden, d.inter)
+        mul = self.vec("Mul", "ffn.act", layer, [self.out(act), self.out(up)], self.act(d.inter))
+        return self.out(self.matmul("ffn.down", layer, self.out(mul), d.inter, d.hidden))
+
+    def build(self) -> Graph:
+        d = self.d
+        h = d.hidden
+        ids = Tensor((B, SQ), "DT_INT64", T * 8)
+        table = Tensor((Lin(one=d.vocab), Lin(one=h)), self.dt, Lin(one=d.vocab * h * self.ds))
+        emb = self.op("GatherV2", "head.embed", -1, [(-1, ids)], self.act(h),
+                      Work("vector", vec_bytes=T * (h * self.ds), stream_bytes=T * (h * self.ds), kind="GatherV2"),
+                      params=[table])
+        x = self.out(emb)
+        if d.architecture == "llama":
+            # HF LlamaRotaryEmbedding: inv_freq x positions -> cat -> cos, sin (once per step)
+            half = Tensor((B, SQ, Lin(one=d.head_dim // 2)), FP32, T * (d.head_dim * 2))
+            full = Tensor((B, SQ, Lin(one=d.head_dim)), FP32, T * (d.head_dim * 4))
+            f = self.vec("Mul", "head.rope_table", -1, [(-1, ids)], half)
+            cat = self.vec("ConcatD", "head.rope_table", -1, [self.out(f)], full)
+            self.vec("Cos", "head.rope_table", -1, [self.out(cat)], full)
+            self.vec("Sin", "head.rope_table", -1, [self.out(cat)], full)
+        else:
+            pos = Tensor((Lin(one=4096), Lin(one=h)), self.dt, Lin(one=4096 * h * self.ds))
+            pe = self.op("GatherV2", "head.embed", -1, [(-1, ids)], self.act(h),
+                         Work("vector", vec_bytes=T * (h * self.ds), stream_bytes=T * (h * self.ds), kind="GatherV2"),
+                         params=[pos])
+            x = self.out(self.vec("Add", "head.embed", -1, [x, self.out(pe)], self.act(h)))
+        for layer in range(d.layers):
+            a_in = self.norm("attn.norm", layer, x)
+            attn = self.attention(layer, a_in)
+            h1 = self.out(self.vec("Add", "attn.residual", layer, [x, attn], self.act(h)))
+            f_in = self.norm("ffn.norm", layer, h1)
+            mlp = self.mlp(layer, f_in)
+            x = self.out(self.vec("Add", "ffn.residual", layer, [h1, mlp], self.act(h)))
+        # logits only for the last position of each sequence (HF num_logits_to_keep)
+        last = self.out(self.vec("Slice", "head.norm", -1, [x], self.act(h, tokens=B)))
+        normed = self.norm("head.norm", -1, last, tokens=B)
+        logits = self.matmul("head.lm_head", -1, normed, h, d.vocab, tokens=B)
+        lf = self.vec("Cast", "head.sample", -1, [self.out(logits)], self.act(d.vocab, FP32, tokens=B))
+        self.vec("ArgMaxV2", "head.sample", -1, [self.out(lf)], Tensor((B,), "DT_INT64", B * 8))
+        return Graph(self.nodes)
+
+
+def build_graph(dims: ModelDims) -> Graph:
+    """The unfused eager graph of one step (prefill and decode share it; sizes depend on B, Sq, Skv)."""
+    return GraphBuilder(dims).build()

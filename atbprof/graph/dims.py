@@ -1,0 +1,124 @@
+"""Model dimensions from a preset or a Hugging Face config.json."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from atbprof.config.models import ModelSection
+from atbprof.errors import ConfigError
+
+PRESETS = ("llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b")
+_HF_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "num_hidden_layers",
+    "rms_norm_eps",
+    "vocab_size",
+)
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    name: str
+    architecture: str  # llama | gpt
+    hidden: int
+    inter: int
+    heads: int
+    kv_heads: int
+    layers: int
+    vocab: int
+    eps: float
+    dtype: str  # fp16 | bf16
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def dsize(self) -> int:
+        return 2
+
+    @property
+    def msprof_dtype(self) -> str:
+        return "DT_FLOAT16" if self.dtype == "fp16" else "DT_BF16"
+
+    def weight_bytes(self) -> int:
+        """Bytes of all weights read once per decode token (embedding counted as one row)."""
+        h, i, d = self.hidden, self.inter, self.head_dim
+        attn = h * (self.heads * d) * 2 + h * (self.kv_heads * d) * 2
+        mlp = 3 * h * i if self.architecture == "llama" else 2 * h * i
+        return (self.layers * (attn + mlp + 2 * h) + h + self.vocab * h) * self.dsize
+
+
+def _load_hf(path: str) -> dict[str, object]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"model.hf_config: {path}: no such file") from None
+    except (OSError, json.JSONDecodeError) as err:
+        raise ConfigError(f"model.hf_config: {path}: not a readable JSON file ({err})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"model.hf_config: {path}: expected a JSON object like a Hugging Face config.json")
+    return data
+
+
+def resolve_model(section: ModelSection) -> ModelDims:
+    if section.preset:
+        if section.preset not in PRESETS:
+            raise ConfigError(
+                f"model.preset = {section.preset!r}: unknown preset (allowed: {', '.join(PRESETS)}; "
+                "or give model.hf_config: path/to/config.json)"
+            )
+        text = resources.files("atbprof.data.models").joinpath(f"{section.preset}.json").read_text()
+        hf: dict[str, object] = json.loads(text)
+        name = section.preset
+        source = f"preset {section.preset}"
+    else:
+        assert section.hf_config is not None
+        hf = _load_hf(section.hf_config)
+        name = Path(section.hf_config).parent.name or Path(section.hf_config).stem
+        source = section.hf_config
+    values: dict[str, object] = {k: hf.get(k) for k in _HF_KEYS}
+    if values["num_key_value_heads"] is None:
+        values["num_key_value_heads"] = values["num_attention_heads"]
+    if values["rms_norm_eps"] is None:
+        values["rms_norm_eps"] = hf.get("layer_norm_eps", 1e-5)
+    for key in _HF_KEYS:
+        override = getattr(section, key)
+        if override is not None:
+            values[key] = override
+    missing = [k for k in _HF_KEYS if values[k] is None]
+    if missing:
+        raise ConfigError(f"model ({source}): missing {', '.join(missing)}; add them to the config.json or model section")
+    problems = []
+    for key in _HF_KEYS:
+        value = values[key]
+        ok = isinstance(value, (int, float)) and value > 0 and (key == "rms_norm_eps" or isinstance(value, int))
+        if not ok:
+            problems.append(f"model.{key} = {value!r} ({source}): must be a positive {'number' if key == 'rms_norm_eps' else 'integer'}")
+    if problems:
+        raise ConfigError(problems)
+    h, heads, kvh = int(values["hidden_size"]), int(values["num_attention_heads"]), int(values["num_key_value_heads"])  # type: ignore[call-overload]
+    if h % heads:
+        problems.append(f"model.hidden_size = {h} is not divisible by num_attention_heads = {heads}")
+    if heads % kvh:
+        problems.append(f"model.num_attention_heads = {heads} is not divisible by num_key_value_heads = {kvh} (GQA groups)")
+    if problems:
+        raise ConfigError(problems)
+    return ModelDims(
+        name=name,
+        architecture=section.architecture,
+        hidden=h,
+        inter=int(values["intermediate_size"]),  # type: ignore[call-overload]
+        heads=heads,
+        kv_heads=kvh,
+        layers=int(values["num_hidden_layers"]),  # type: ignore[call-overload]
+        vocab=int(values["vocab_size"]),  # type: ignore[call-overload]
+        eps=float(values["rms_norm_eps"]),  # type: ignore[arg-type]
+        dtype=section.dtype,
+    )

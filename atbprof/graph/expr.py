@@ -1,0 +1,84 @@
+"""Linear expressions over the per-step variables, so one graph describes every step.
+
+A step processes `Sq` new tokens per sequence for `B` sequences against a KV cache of `Skv` tokens (including the
+new ones). Every size in the graph is a linear combination of the monomials in `BASIS`; evaluating the graph for all
+steps at once is then one matrix product.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+BASIS = ("one", "B", "Sq", "Skv", "T", "BKV", "TKV")
+"""one, batch, query tokens per sequence, KV length, T = B*Sq, BKV = B*Skv, TKV = B*Sq*Skv."""
+
+
+class Lin:
+    """An immutable linear expression sum(c_k * BASIS[k])."""
+
+    __slots__ = ("coef",)
+
+    def __init__(self, coef: np.ndarray | None = None, **terms: float) -> None:
+        c = np.zeros(len(BASIS)) if coef is None else np.asarray(coef, dtype=np.float64).copy()
+        for name, value in terms.items():
+            c[BASIS.index(name)] += value
+        c.flags.writeable = False
+        self.coef = c
+
+    def __add__(self, other: Lin | float) -> Lin:
+        if isinstance(other, Lin):
+            return Lin(self.coef + other.coef)
+        return Lin(self.coef + np.eye(len(BASIS))[0] * other)
+
+    __radd__ = __add__
+
+    def __mul__(self, k: float) -> Lin:
+        return Lin(self.coef * k)
+
+    __rmul__ = __mul__
+
+    def key(self) -> tuple[float, ...]:
+        return tuple(self.coef.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Lin) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __repr__(self) -> str:
+        terms = [f"{c:g}*{n}" if n != "one" else f"{c:g}" for n, c in zip(BASIS, self.coef) if c]
+        return " + ".join(terms) or "0"
+
+    def is_constant(self) -> bool:
+        return not self.coef[1:].any()
+
+    def at(self, env: Mapping[str, float]) -> float:
+        return float(sum(c * env[n] for n, c in zip(BASIS, self.coef) if c))
+
+
+ONE = Lin(one=1)
+ZERO = Lin()
+B = Lin(B=1)
+SQ = Lin(Sq=1)
+SKV = Lin(Skv=1)
+T = Lin(T=1)
+BKV = Lin(BKV=1)
+TKV = Lin(TKV=1)
+
+
+def basis_values(batch: int, sq: np.ndarray, skv: np.ndarray) -> np.ndarray:
+    """Values of BASIS for each step: shape (len(BASIS), steps), int64 (sizes stay exact)."""
+    sq = np.asarray(sq, dtype=np.int64)
+    skv = np.asarray(skv, dtype=np.int64)
+    one = np.ones_like(sq)
+    return np.stack([one, one * batch, sq, skv, batch * sq, batch * skv, batch * sq * skv])
+
+
+def evaluate(exprs: list[Lin], values: np.ndarray) -> np.ndarray:
+    """(len(exprs), steps) float64 values of the expressions at each step."""
+    if not exprs:
+        return np.zeros((0, values.shape[1]))
+    return np.stack([e.coef for e in exprs]) @ values.astype(np.float64)

@@ -1,0 +1,136 @@
+"""Op table schema, version 1.
+
+One row per device task, in the order the device ran them. Times are integer nanoseconds relative to the run start
+(msprof writes µs with three decimals, i.e. ns precision; integers keep every digit). Column names carry units.
+The msprof/torch_npu names (`Task Start Time(us)`, `Duration(us)`, ...) are mapped once, at the writer/importer
+boundary (see `MSPROF_COLUMNS`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from atbprof.errors import InputError, SchemaError
+
+SCHEMA_VERSION = "1"
+
+_dict = pa.dictionary(pa.int32(), pa.string())
+
+PIPES = ("mac", "vec", "scalar", "mte1", "mte2", "mte3", "fixpipe")
+"""msprof PipeUtilization pipes: Cube (mac), Vector, Scalar, MTE1 (L1->L0), MTE2 (GM->core), MTE3 (UB->GM), FixPipe."""
+
+_FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
+    ("op_index", pa.int64(), False, "position of the task in the run (device order)"),
+    ("step", pa.int32(), False, "0 = prefill, 1..N = decode steps"),
+    ("phase", _dict, False, "prefill | decode"),
+    ("layer", pa.int32(), False, "decoder layer, -1 for model-level ops (embedding, final norm, LM head, sampling)"),
+    ("node_id", pa.int32(), False, "node of the (fused) phase graph this task executes"),
+    ("role", _dict, False, "model role, e.g. attn.norm, attn.qkv, ffn.down, head.sample"),
+    ("op_name", _dict, False, "msprof Op Name (kernel name)"),
+    ("op_type", _dict, False, "msprof OP Type"),
+    ("task_type", _dict, False, "msprof Task Type: AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU"),
+    ("stream_id", pa.int32(), False, "device stream"),
+    ("task_id", pa.int32(), False, "msprof Task ID (per stream, wraps at 65536)"),
+    ("task_start_ns", pa.int64(), False, "Task Start Time"),
+    ("task_dur_ns", pa.int64(), False, "Task Duration (static device cost + execution)"),
+    ("task_wait_ns", pa.int64(), False, "Task Wait Time: gap since the previous task on the device ended"),
+    ("host_launch_start_ns", pa.int64(), True, "start of the host launch of this task (null in graph mode)"),
+    ("host_launch_dur_ns", pa.int64(), True, "host dispatch cost of this task (null in graph mode)"),
+    ("block_dim", pa.int32(), False, "Block Dim: cores the kernel runs on"),
+    ("mix_block_dim", pa.int32(), False, "Mix Block Dim: secondary (vector) blocks of a MIX kernel, else 0"),
+    ("input_shapes", _dict, False, "msprof Input Shapes: tensors ';'-separated, dims ','-separated"),
+    ("input_dtypes", _dict, False, "msprof Input Data Types"),
+    ("output_shapes", _dict, False, "msprof Output Shapes"),
+    ("output_dtypes", _dict, False, "msprof Output Data Types"),
+    ("kv_len", pa.int32(), False, "KV-cache length (context) seen by this step"),
+    ("flops", pa.int64(), False, "useful floating-point operations (2 per MAC)"),
+    ("hbm_read_bytes", pa.int64(), False, "bytes read from global memory (HBM)"),
+    ("hbm_write_bytes", pa.int64(), False, "bytes written to global memory (HBM)"),
+    *[(f"{p}_time_ns", pa.int64(), False, f"busy time of the {p} pipe") for p in PIPES],
+    *[(f"{p}_ratio", pa.float32(), False, f"{p} pipe busy time / task duration (msprof *_{p}_ratio)") for p in PIPES],
+    ("bound", _dict, False, "what limits the kernel: compute | memory | launch (static cost dominates)"),
+    ("fused_from", pa.list_(pa.string()), False, "op types this fused kernel replaced; empty if not fused"),
+]
+
+OPS_SCHEMA = pa.schema(
+    [pa.field(name, typ, nullable=nullable, metadata={"doc": doc}) for name, typ, nullable, doc in _FIELDS],
+    metadata={"atbprof.table": "ops", "atbprof.schema_version": SCHEMA_VERSION},
+)
+
+MSPROF_COLUMNS = {
+    "op_name": "Op Name",
+    "op_type": "OP Type",
+    "task_type": "Task Type",
+    "stream_id": "Stream ID",
+    "task_id": "Task ID",
+    "task_start_ns": "Task Start Time(us)",
+    "task_dur_ns": "Task Duration(us)",
+    "task_wait_ns": "Task Wait Time(us)",
+    "block_dim": "Block Dim",
+    "mix_block_dim": "Mix Block Dim",
+    "input_shapes": "Input Shapes",
+    "input_dtypes": "Input Data Types",
+    "output_shapes": "Output Shapes",
+    "output_dtypes": "Output Data Types",
+}
+"""Our column -> msprof op_summary header (the writer/importer boundary)."""
+
+
+def check_table(table: pa.Table | pa.Schema, source: str = "op table") -> None:
+    """Raise SchemaError naming every missing or mistyped column."""
+    schema = table if isinstance(table, pa.Schema) else table.schema
+    missing = [f.name for f in OPS_SCHEMA if f.name not in schema.names]
+    wrong = [
+        f"{f.name} (is {schema.field(f.name).type}, expected {f.type})"
+        for f in OPS_SCHEMA
+        if f.name in schema.names and not schema.field(f.name).type.equals(f.type)
+    ]
+    if missing or wrong:
+        parts = []
+        if missing:
+            parts.append("missing columns: " + ", ".join(missing))
+        if wrong:
+            parts.append("wrong types: " + ", ".join(wrong))
+        raise SchemaError(
+            f"{source} does not match the atbprof op schema v{SCHEMA_VERSION}: "
+            + "; ".join(parts)
+            + ". Re-create it with `atbprof run` of this version."
+        )
+
+
+def read_ops(path: str | Path) -> pa.Table:
+    """Read an ops.parquet written by `atbprof run`, checking its schema."""
+    path = Path(path)
+    try:
+        schema = pq.read_schema(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (pa.ArrowInvalid, OSError) as err:
+        raise InputError(f"{path}: not a Parquet file ({err})") from None
+    check_table(schema, str(path))
+    version = (schema.metadata or {}).get(b"atbprof.schema_version", b"?").decode()
+    if version != SCHEMA_VERSION:
+        raise SchemaError(f"{path}: op schema version {version}, this atbprof reads version {SCHEMA_VERSION}")
+    return pq.read_table(path, schema=OPS_SCHEMA)
+
+
+STEPS_SCHEMA = pa.schema(
+    [
+        pa.field("step", pa.int32(), nullable=False),
+        pa.field("phase", pa.string(), nullable=False),
+        pa.field("kv_len", pa.int32(), nullable=False),
+        pa.field("tokens", pa.int32(), nullable=False, metadata={"doc": "new tokens processed (batch x query len)"}),
+        pa.field("host_start_ns", pa.int64(), nullable=False, metadata={"doc": "host begins the step"}),
+        pa.field("host_overhead_ns", pa.int64(), nullable=False, metadata={"doc": "host work before 1st launch"}),
+        pa.field("first_op_index", pa.int64(), nullable=False),
+        pa.field("op_count", pa.int64(), nullable=False),
+        pa.field("device_start_ns", pa.int64(), nullable=False, metadata={"doc": "first task of the step starts"}),
+        pa.field("device_end_ns", pa.int64(), nullable=False, metadata={"doc": "last task of the step ends"}),
+        pa.field("sync_end_ns", pa.int64(), nullable=False, metadata={"doc": "host has the sampled token"}),
+    ],
+    metadata={"atbprof.table": "steps", "atbprof.schema_version": SCHEMA_VERSION},
+)
+"""One row per step: the host-side frame around the step's device tasks (sync = the token copy back to host)."""

@@ -1,0 +1,1 @@
+"""Renderers: turn result objects into rich tables or JSON. They never compute figures themselves."""

@@ -1,0 +1,88 @@
+"""The `atbprof run` summary: a rich view and its JSON twin (same figures)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from atbprof.run import RunResult
+
+
+def run_json(result: RunResult) -> dict[str, Any]:
+    return {
+        "name": result.config.name,
+        "out_dir": str(result.out_dir),
+        "files": list(result.files),
+        "device": result.device_name,
+        "notes": list(result.notes),
+        "summary": result.summary.model_dump(mode="json"),
+    }
+
+
+def render_run(result: RunResult, console: Console) -> None:
+    s = result.summary
+    cfg = result.config
+    w = cfg.workload
+    console.print(
+        f"[bold]{cfg.name}[/bold]: {cfg.model.preset or cfg.model.hf_config} {cfg.model.dtype} on "
+        f"{result.device_name}, {cfg.execution.mode}, fusion {cfg.fusion.strategy}"
+        f"{' (+' + ','.join(cfg.fusion.enable) + ')' if cfg.fusion.enable else ''}"
+        f"{' (-' + ','.join(cfg.fusion.disable) + ')' if cfg.fusion.disable else ''}; "
+        f"batch {w.batch_size}, prompt {w.prompt_len}, {w.decode_tokens} decode steps"
+    )
+    head = Table(show_header=False, box=None, pad_edge=False)
+    head.add_column(style="bold")
+    head.add_column(justify="right")
+    head.add_row("TTFT", f"{s.ttft_ms:.2f} ms")
+    head.add_row("decode latency", f"{s.decode_ms_per_token:.2f} ms/token")
+    head.add_row("throughput", f"{s.tokens_per_s:.1f} tokens/s")
+    head.add_row("HBM floor", f"{s.hbm_floor_ms_per_token:.2f} ms/token")
+    head.add_row("device busy", f"{s.device_busy_fraction:.1%}")
+    head.add_row("host-bound (device idle in decode)", f"{s.host_bound_fraction:.1%}")
+    head.add_row(
+        "norm-related (Add & Norm)",
+        f"{s.norm_ms_per_token:.2f} ms/token ({s.norm_kernel_ms_per_token:.2f} kernel + "
+        f"{s.norm_launch_ms_per_token:.2f} launch)",
+    )
+    head.add_row("ops", f"{s.ops_total:,} ({s.ops_per_decode_step} per decode step)")
+    console.print(head)
+    rows = Table(title="per-token decode latency (seed 000's rows)", title_justify="left")
+    rows.add_column("row")
+    rows.add_column("ms/token", justify="right")
+    rows.add_column("share", justify="right")
+    for name, label in (("attention", "Attention (with its norm)"), ("ffn", "FFN (with its norm)"),
+                        ("other", "other (embedding, LM head, sampling, host loop)")):
+        v = s.breakdown_ms_per_token[name]
+        rows.add_row(label, f"{v:.2f}", f"{v / s.decode_ms_per_token:.1%}" if s.decode_ms_per_token else "-")
+    rows.add_row("[bold]per token[/bold]", f"[bold]{s.decode_ms_per_token:.2f}[/bold]", "100.0%")
+    console.print(rows)
+    top = Table(title="top op types (decode, per token)", title_justify="left")
+    for col in ("op type", "count", "device ms", "attributed ms"):
+        top.add_column(col, justify="left" if col == "op type" else "right")
+    for t in s.top_op_types[:8]:
+        top.add_row(t.op_type, f"{t.count_per_token:g}", f"{t.device_ms_per_token:.3f}", f"{t.attributed_ms_per_token:.3f}")
+    console.print(top)
+    fired = {}
+    for phase, rules in s.fusion_fired.items():
+        for rule, n in rules.items():
+            fired.setdefault(rule, {})[phase] = n
+    if fired:
+        console.print(
+            "fusion fired: " + ", ".join(f"{r} x{max(v.values())}" for r, v in fired.items())
+        )
+    if s.near_misses:
+        nm = Table(title="fusion near-misses (rules that could not fire)", title_justify="left")
+        for col in ("rule", "phase", "count", "why"):
+            nm.add_column(col, justify="right" if col == "count" else "left")
+        for row in s.near_misses[:10]:
+            nm.add_row(row.rule, row.phase, str(row.count), row.reason)
+        console.print(nm)
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    console.print(f"wrote {result.out_dir}/ ({', '.join(result.files)})")
+    console.print(
+        f"next: open {result.out_dir}/trace.json.gz in https://ui.perfetto.dev, or compare with "
+        f"`atbprof run --config <same> --fusion none --out {result.out_dir}-unfused`"
+    )

@@ -1,0 +1,138 @@
+"""`atbprof run` as a library call: simulate a config and write the run directory atomically."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from atbprof import __version__
+from atbprof.config.models import RunConfig
+from atbprof.errors import AtbprofError, OutputExistsError
+from atbprof.optable.schema import SCHEMA_VERSION
+from atbprof.sim.simulate import Simulation
+from atbprof.sim.summary import NearMissRow, RunSummary, SummaryBuilder
+from atbprof.writers.base import RunWriter, TraceMeta
+from atbprof.writers.chrome import ChromeTraceWriter
+from atbprof.writers.parquet import ParquetOpsWriter
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    out_dir: Path
+    files: tuple[str, ...]
+    summary: RunSummary
+    config: RunConfig
+    device_name: str
+    notes: tuple[str, ...]
+
+
+def _fusion_report(sim: Simulation) -> dict[str, Any]:
+    fired = {phase: dict(pm.fusion.fired) for phase, pm in sim.phases.items()}
+    disabled = {}
+    rows: dict[tuple[str, str, str], NearMissRow] = {}
+    for phase, pm in sim.phases.items():
+        for rule, why in pm.fusion.disabled.items():
+            disabled[f"{rule} ({phase})"] = why
+        for nm in pm.fusion.near_misses:
+            key = (nm.rule, nm.phase, nm.reason)
+            if key in rows:
+                rows[key].count += 1
+            else:
+                rows[key] = NearMissRow(rule=nm.rule, phase=nm.phase, reason=nm.reason, count=1, first_layer=nm.layer)
+    return {"fusion_fired": fired, "fusion_disabled": disabled, "near_misses": list(rows.values())}
+
+
+def _hbm_floor_ms(sim: Simulation) -> float:
+    """Decode can not beat (weights + mean KV cache) / HBM bandwidth per step."""
+    d = sim.dims
+    w = sim.cfg.workload
+    kv_per_token = 2 * d.layers * d.kv_heads * d.head_dim * d.dsize
+    mean_kv = w.prompt_len + (w.decode_tokens + 1) / 2
+    return (d.weight_bytes() + w.batch_size * kv_per_token * mean_kv) / sim.device.hbm_bytes_per_s * 1e3
+
+
+def default_out_dir(cfg: RunConfig) -> Path:
+    return Path(cfg.output.dir) if cfg.output.dir else Path("traces") / cfg.name
+
+
+def run_simulation(
+    cfg: RunConfig, out_dir: Path | None = None, force: bool = False, progress: Progress | None = None
+) -> RunResult:
+    sim = Simulation(cfg)
+    out = out_dir or default_out_dir(cfg)
+    if out.exists() and not force:
+        raise OutputExistsError(f"{out} already exists; pass --force to replace it or --out to write elsewhere")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        meta = TraceMeta(
+            run_name=cfg.name,
+            device_name=sim.device.name,
+            soc_version=sim.device.soc_version,
+            execution_mode=cfg.execution.mode,
+            streams=tuple(sorted({int(s) for pm in sim.phases.values() for s in pm.stream})),
+        )
+        writers: list[RunWriter] = [ParquetOpsWriter()]
+        trace = ChromeTraceWriter() if cfg.output.trace else None
+        if trace is not None:
+            writers.append(trace)
+        for w in writers:
+            w.open(tmp, meta)
+        builder = SummaryBuilder()
+        done = 0
+        max_steps = cfg.output.trace_max_steps
+        for batch in sim.batches():
+            builder.add(batch)
+            for w in writers:
+                if w is trace and max_steps is not None:
+                    steps = batch.column("step").to_numpy()
+                    keep = int((steps < max_steps).sum())
+                    if keep:
+                        w.write_batch(batch.slice(0, keep))
+                    continue
+                w.write_batch(batch)
+            done += batch.num_rows
+            if progress:
+                progress(done, sim.total_ops)
+        steps = sim.steps_table()
+        for w in writers:
+            if w is trace and max_steps is not None:
+                w.close(steps.slice(0, max_steps))
+            else:
+                w.close(steps)
+        summary = builder.finish(steps, cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim))
+        notes = tuple(f"{rule} switched off: {why}" for rule, why in summary.fusion_disabled.items())
+        doc = {
+            "schema_version": SCHEMA_VERSION,
+            "atbprof_version": __version__,
+            "name": cfg.name,
+            "seed": cfg.seed,
+            "config": cfg.model_dump(mode="json"),
+            "model": sim.dims.__dict__,
+            "device": sim.device.model_dump(mode="json"),
+            "fusion_rules": [r.name for r in sim.rules],
+            "host_model": sim.host.__dict__,
+            "weights_format": "nz" if sim.weights_nz else "nd",
+            "notes": list(notes),
+            "summary": summary.model_dump(mode="json"),
+        }
+        (tmp / "run.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    files = tuple(sorted(p.name for p in out.iterdir()))
+    return RunResult(out, files, summary, cfg, sim.device.name, notes)
+
+
+__all__ = ["AtbprofError", "RunResult", "default_out_dir", "run_simulation"]

@@ -1,0 +1,1 @@
+"""Simulation: step expansion over arrays, the host->device task queue, and the run orchestrator."""

@@ -1,0 +1,67 @@
+"""msprof shape strings ("1,1,4096;4096,4096") for graph nodes, per step, as dictionary-encoded columns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from atbprof.graph.expr import BASIS
+from atbprof.graph.nodes import Node, Tensor
+
+_VARYING = np.array([0, 0, 1, 1, 1, 1, 1], dtype=bool)  # everything but `one` and `B` changes between steps
+
+
+def _spec(tensors: list[Tensor]) -> tuple[tuple[tuple[float, ...], ...], ...]:
+    return tuple(t.dims_key() for t in tensors)
+
+
+def _fmt(spec: tuple[tuple[tuple[float, ...], ...], ...], values: np.ndarray) -> str:
+    return ";".join(",".join(str(int(round(float(np.dot(d, values))))) for d in dims) for dims in spec)
+
+
+class ShapeColumns:
+    """Input/output shape and dtype strings of a phase graph; `column(...)` builds one batch's array."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.specs: dict[str, list[tuple[tuple[tuple[float, ...], ...], ...]]] = {"in": [], "out": []}
+        self.index: dict[str, np.ndarray] = {}
+        for kind in ("in", "out"):
+            lookup: dict[tuple[tuple[tuple[float, ...], ...], ...], int] = {}
+            idx = np.empty(len(nodes), dtype=np.int32)
+            for i, n in enumerate(nodes):
+                tensors = [e.tensor for e in n.inputs] + n.params if kind == "in" else n.outputs
+                key = _spec(tensors)
+                idx[i] = lookup.setdefault(key, len(lookup))
+            self.specs[kind] = list(lookup)
+            self.index[kind] = idx
+        self.varies = {
+            kind: np.array([any(np.asarray(d)[_VARYING].any() for dims in spec for d in dims) for spec in specs])
+            for kind, specs in self.specs.items()
+        }
+        self.dtypes = {
+            "in": [";".join([e.tensor.dtype for e in n.inputs] + [p.dtype for p in n.params]) for n in nodes],
+            "out": [";".join(t.dtype for t in n.outputs) for n in nodes],
+        }
+        assert len(BASIS) == 7
+
+    def column(self, kind: str, values: np.ndarray, n_steps: int) -> pa.DictionaryArray:
+        """Shapes for rows laid out step-major (n_steps x nodes); `values` is (BASIS, n_steps)."""
+        specs = self.specs[kind]
+        varies = self.varies[kind]
+        strings: list[str] = []
+        offset = np.empty(len(specs), dtype=np.int64)
+        for s, spec in enumerate(specs):
+            offset[s] = len(strings)
+            cols = range(n_steps) if varies[s] else range(1)
+            strings.extend(_fmt(spec, values[:, c]) for c in cols)
+        idx = self.index[kind]
+        step_off = np.arange(n_steps)[:, None] * varies[idx][None, :]
+        indices = (offset[idx][None, :] + step_off).ravel().astype(np.int32)
+        return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32()), pa.array(strings, pa.string()))
+
+    def dtype_column(self, kind: str, n_steps: int) -> pa.DictionaryArray:
+        values = self.dtypes[kind]
+        uniq = sorted(set(values))
+        pos = {v: i for i, v in enumerate(uniq)}
+        idx = np.tile(np.array([pos[v] for v in values], dtype=np.int32), n_steps)
+        return pa.DictionaryArray.from_arrays(pa.array(idx), pa.array(uniq, pa.string()))

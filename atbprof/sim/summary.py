@@ -1,0 +1,163 @@
+"""Run summary: the figures `atbprof run` prints and run.json stores, accumulated from op batches (pure)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel
+
+NORM_TYPES = ("RmsNorm", "AddRmsNorm", "LayerNormV3", "AddLayerNorm", "LayerNorm")
+CATEGORIES = {"attn": "attention", "ffn": "ffn", "head": "other"}
+
+
+class OpTypeTime(BaseModel):
+    op_type: str
+    count_per_token: float
+    device_ms_per_token: float
+    attributed_ms_per_token: float
+
+
+class NearMissRow(BaseModel):
+    rule: str
+    phase: str
+    reason: str
+    count: int
+    first_layer: int
+
+
+class RunSummary(BaseModel):
+    ttft_ms: float
+    decode_ms_per_token: float
+    tokens_per_s: float
+    norm_ms_per_token: float
+    norm_kernel_ms_per_token: float
+    norm_launch_ms_per_token: float
+    device_busy_fraction: float
+    host_bound_fraction: float
+    ops_total: int
+    ops_per_decode_step: int
+    breakdown_ms_per_token: dict[str, float]
+    bound_ms_per_token: dict[str, float]
+    top_op_types: list[OpTypeTime]
+    hbm_floor_ms_per_token: float
+    fusion_fired: dict[str, dict[str, int]]
+    fusion_disabled: dict[str, str]
+    near_misses: list[NearMissRow]
+    decode_steps: int
+
+
+class SummaryBuilder:
+    """Feed it every batch in order, then `finish`. Decode figures are means over decode steps.
+
+    Attribution: each task is charged the time the device timeline advanced when it ran: its duration plus the
+    idle gap before it (the device waited for its launch - HTA-style, charged to the op that was waited for). The
+    first task of a step is charged only its duration; the step's host lead-in (generate loop, launch latency) and
+    the token sync go to `other`, so the rows add up to the measured per-token wall time.
+    """
+
+    def __init__(self) -> None:
+        self.cat = defaultdict(float)
+        self.bound = defaultdict(float)
+        self.type_dev: dict[str, float] = defaultdict(float)
+        self.type_inc: dict[str, float] = defaultdict(float)
+        self.type_count: dict[str, int] = defaultdict(int)
+        self.norm_kernel = 0.0
+        self.norm_launch = 0.0
+        self.busy = 0
+        self.decode_busy = 0
+        self.ops = 0
+        self.decode_ops = 0
+        self._last_step = -1
+        self._last_end = 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        self.ops += n
+        dur = batch.column("task_dur_ns").to_numpy()
+        self.busy += int(dur.sum())
+        step = batch.column("step").to_numpy()
+        start = batch.column("task_start_ns").to_numpy()
+        end = start + dur
+        prev_end = np.concatenate(([self._last_end], end[:-1]))
+        prev_step = np.concatenate(([self._last_step], step[:-1]))
+        inc = np.where(step != prev_step, dur, end - prev_end)
+        self._last_step, self._last_end = int(step[-1]), int(end[-1])
+        decode = step > 0
+        if not decode.any():
+            return
+        self.decode_ops += int(decode.sum())
+        self.decode_busy += int(dur[decode].sum())
+        inc, dur_d = inc[decode], dur[decode]
+        role = batch.column("role").filter(pa.array(decode))
+        ridx = role.indices.to_numpy()
+        roles = role.dictionary.to_pylist()
+        prefix = np.array([CATEGORIES.get(r.split(".")[0], "other") for r in roles])
+        cat = prefix[ridx]
+        for name in ("attention", "ffn", "other"):
+            self.cat[name] += float(inc[cat == name].sum())
+        bound = batch.column("bound").filter(pa.array(decode))
+        bnames = np.array(bound.dictionary.to_pylist())[bound.indices.to_numpy()]
+        for b in ("compute", "memory", "launch"):
+            self.bound[b] += float(inc[bnames == b].sum())
+        ot = batch.column("op_type").filter(pa.array(decode))
+        tidx = ot.indices.to_numpy()
+        types = ot.dictionary.to_pylist()
+        for k, name in enumerate(types):
+            mask = tidx == k
+            if mask.any():
+                self.type_dev[name] += float(dur_d[mask].sum())
+                self.type_inc[name] += float(inc[mask].sum())
+                self.type_count[name] += int(mask.sum())
+        # norm-related: norm kernels, the residual Adds that feed them, and the vector share of a norm folded
+        # into a MatMul; each counted as kernel time plus its host launch (the eager dispatch it costs)
+        norm_role = np.array([r.endswith((".norm", ".residual")) for r in roles])[ridx]
+        typ = np.array(types)[tidx]
+        folded = np.char.find(typ.astype(str), "Norm") >= 0
+        folded &= ~norm_role
+        launch = batch.column("host_launch_dur_ns").filter(pa.array(decode)).to_numpy(zero_copy_only=False)
+        launch = np.nan_to_num(launch.astype(np.float64))
+        vec = batch.column("vec_time_ns").filter(pa.array(decode)).to_numpy()
+        self.norm_kernel += float(dur_d[norm_role].sum() + vec[folded].sum())
+        self.norm_launch += float(launch[norm_role].sum())
+
+    def finish(self, steps: pa.Table, batch_size: int, hbm_floor_ms: float, fusion: dict[str, object]) -> RunSummary:
+        ph = np.array(steps.column("phase").to_pylist())
+        wall = (steps.column("sync_end_ns").to_numpy() - steps.column("host_start_ns").to_numpy()).astype(float)
+        dec = ph == "decode"
+        n_dec = int(dec.sum())
+        ttft = float(steps.column("sync_end_ns").to_numpy()[0]) / 1e6
+        per_tok = float(wall[dec].mean()) / 1e6 if n_dec else 0.0
+        total_wall = float(steps.column("sync_end_ns").to_numpy()[-1])
+        k = max(n_dec, 1) * 1e6
+        breakdown = {name: self.cat[name] / k for name in ("attention", "ffn")}
+        breakdown["other"] = per_tok - sum(breakdown.values())
+        dec_wall = float(wall[dec].sum())
+        top = sorted(self.type_inc, key=lambda t: -self.type_inc[t])[:10]
+        return RunSummary(
+            ttft_ms=round(ttft, 4),
+            decode_ms_per_token=round(per_tok, 4),
+            tokens_per_s=round(batch_size * 1000.0 / per_tok, 3) if per_tok else 0.0,
+            norm_ms_per_token=round((self.norm_kernel + self.norm_launch) / k, 4),
+            norm_kernel_ms_per_token=round(self.norm_kernel / k, 4),
+            norm_launch_ms_per_token=round(self.norm_launch / k, 4),
+            device_busy_fraction=round(self.busy / total_wall, 4) if total_wall else 0.0,
+            host_bound_fraction=round(1 - self.decode_busy / dec_wall, 4) if dec_wall else 0.0,
+            ops_total=self.ops,
+            ops_per_decode_step=self.decode_ops // max(n_dec, 1),
+            breakdown_ms_per_token={kk: round(v, 4) for kk, v in breakdown.items()},
+            bound_ms_per_token={b: round(self.bound[b] / k, 4) for b in ("compute", "memory", "launch")},
+            top_op_types=[
+                OpTypeTime(
+                    op_type=t,
+                    count_per_token=round(self.type_count[t] / max(n_dec, 1), 3),
+                    device_ms_per_token=round(self.type_dev[t] / k, 4),
+                    attributed_ms_per_token=round(self.type_inc[t] / k, 4),
+                )
+                for t in top
+            ],
+            hbm_floor_ms_per_token=round(hbm_floor_ms, 4),
+            decode_steps=n_dec,
+            **fusion,  # type: ignore[arg-type]
+        )

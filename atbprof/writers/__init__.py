@@ -1,0 +1,1 @@
+"""One module per output format behind the small `RunWriter` interface (see base.py)."""

@@ -1,0 +1,57 @@
+"""The writer interface: a writer receives the op table in batches (memory stays flat) and the step table."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Protocol
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """What a writer needs to know about the run beside its tables."""
+
+    run_name: str
+    device_name: str
+    soc_version: str
+    execution_mode: str  # eager | graph
+    streams: tuple[int, ...] = (2,)
+    host_tid: int = 1
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class RunWriter(Protocol):
+    """Streams one output file. `open` -> `write_batch`* -> `close(steps)`; all files are written atomically."""
+
+    filename: str
+
+    def open(self, directory: Path, meta: TraceMeta) -> None: ...
+
+    def write_batch(self, batch: pa.RecordBatch) -> None: ...
+
+    def close(self, steps: pa.Table) -> None: ...
+
+
+@contextmanager
+def atomic_path(final: Path) -> Iterator[Path]:
+    """Yield a temp path beside `final`; rename it into place only if the block succeeds."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, final)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def atomic_open(final: Path) -> Iterator[IO[bytes]]:
+    with atomic_path(final) as tmp, open(tmp, "wb") as fh:
+        yield fh

@@ -1,0 +1,36 @@
+"""ops.parquet (the op table, schema in its metadata) and steps.parquet, written in batches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from atbprof.optable.schema import OPS_SCHEMA
+from atbprof.writers.base import TraceMeta
+
+
+def _write_options() -> dict[str, object]:
+    return {"compression": "zstd", "compression_level": 3, "use_dictionary": True, "write_statistics": True}
+
+
+class ParquetOpsWriter:
+    filename = "ops.parquet"
+
+    def __init__(self) -> None:
+        self._writer: pq.ParquetWriter | None = None
+        self._path: Path | None = None
+
+    def open(self, directory: Path, meta: TraceMeta) -> None:
+        self._path = directory / self.filename
+        self._writer = pq.ParquetWriter(self._path, OPS_SCHEMA, **_write_options())  # type: ignore[arg-type]
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        assert self._writer is not None
+        self._writer.write_batch(batch, row_group_size=1 << 20)
+
+    def close(self, steps: pa.Table) -> None:
+        assert self._writer is not None and self._path is not None
+        self._writer.close()
+        pq.write_table(steps, self._path.parent / "steps.parquet", **_write_options())  # type: ignore[arg-type]
