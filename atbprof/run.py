@@ -59,6 +59,15 @@ def _hbm_floor_ms(sim: Simulation) -> float:
     return (d.weight_bytes() + w.batch_size * kv_per_token * mean_kv) / sim.device.hbm_bytes_per_s * 1e3
 
 
+def summarize(cfg: RunConfig) -> RunSummary:
+    """Simulate and summarise without writing files (calibration, tests, what-if sweeps)."""
+    sim = Simulation(cfg)
+    builder = SummaryBuilder()
+    for batch in sim.batches():
+        builder.add(batch)
+    return builder.finish(sim.steps_table(), cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim))
+
+
 def default_out_dir(cfg: RunConfig) -> Path:
     return Path(cfg.output.dir) if cfg.output.dir else Path("traces") / cfg.name
 
@@ -135,4 +144,4 @@ def run_simulation(
     return RunResult(out, files, summary, cfg, sim.device.name, notes)
 
 
-__all__ = ["AtbprofError", "RunResult", "default_out_dir", "run_simulation"]
+__all__ = ["AtbprofError", "RunResult", "default_out_dir", "run_simulation", "summarize"]

@@ -131,9 +131,10 @@ def evaluate_costs(reps: list[Node], spec: DeviceSpec, values: np.ndarray, weigh
                 pipes["fixpipe"][i] += b * m * n * 2 / (bd * spec.fixpipe_bytes_per_cycle * f)
                 flops[i] += 2 * b * m * k * n
                 iters[i] = np.maximum(iters[i], np.ceil(tiles / bd) * np.ceil(kp / 256))
-                # small-M GEMM on ND weights pays the ND->NZ reformat in MTE2 (calibrated efficiency)
-                gemv = (mp <= 16) & (not weights_nz)
-                bw = np.where(gemv, eff.gemv_nd, eff.hbm_stream) * hbm
+                # weights stored ND are reformatted to the cube's NZ fractals while MTE2 streams them (calibrated
+                # efficiency); hidden when the GEMM is compute-bound (prefill). Not the KV cache.
+                nd = (not weights_nz) and w.kind == "MatMulV2"
+                bw = (eff.gemv_nd if nd else eff.hbm_stream) * hbm
                 stream_time += stream / np.minimum(bw, bd * spec.core_gm_bytes_per_cycle * f)
             else:
                 vb = ev(w.vec_bytes)
