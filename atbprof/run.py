@@ -50,6 +50,20 @@ def _fusion_report(sim: Simulation) -> dict[str, Any]:
     return {"fusion_fired": fired, "fusion_disabled": disabled, "near_misses": list(rows.values())}
 
 
+def _notes(sim: Simulation, summary: RunSummary) -> tuple[str, ...]:
+    notes = [f"{rule} switched off: {why}" for rule, why in summary.fusion_disabled.items()]
+    d, w = sim.dims, sim.cfg.workload
+    kv = 2 * d.layers * d.kv_heads * d.head_dim * d.dsize * w.batch_size * (w.prompt_len + w.decode_tokens)
+    need = (d.weight_bytes() + (d.vocab - 1) * d.hidden * d.dsize + kv) / 1e9
+    cap = sim.device.hbm.capacity_gb
+    if cap and need > cap:
+        notes.append(
+            f"weights + KV cache need {need:.1f} GB but one {sim.device.name} has {cap:g} GB of HBM: a real "
+            "deployment shards the model over several devices (tensor parallelism is not modelled)"
+        )
+    return tuple(notes)
+
+
 def _hbm_floor_ms(sim: Simulation) -> float:
     """Decode can not beat (weights + mean KV cache) / HBM bandwidth per step."""
     d = sim.dims
@@ -118,7 +132,7 @@ def run_simulation(
             else:
                 w.close(steps)
         summary = builder.finish(steps, cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim))
-        notes = tuple(f"{rule} switched off: {why}" for rule, why in summary.fusion_disabled.items())
+        notes = _notes(sim, summary)
         doc = {
             "schema_version": SCHEMA_VERSION,
             "atbprof_version": __version__,

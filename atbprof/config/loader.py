@@ -166,6 +166,11 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping with sections model, device, workload, ...")
+    if "fusion_strategy" in data and "model" not in data:
+        raise ConfigError(
+            f"{path} is an ATB fusion-strategy file (seed 002's atb_fusion_config.yaml), not a run config: "
+            f"reference it from a run config as `fusion: {path.name}` (see fixtures/llama2-7b-atb-graph.yaml)"
+        )
     lines = _yaml_lines(text)
     base = path.parent
     for key, value in parse_overrides(overrides or []):

@@ -96,8 +96,8 @@ class _Sweep:
             if external or k in exports or k == len(members) - 1:
                 outputs.extend(t for t in m.outputs if t not in outputs)
         params: list[Tensor] = []
-        for m in members:
-            params.extend(p for p in m.params if p not in params)
+        for m in members:  # by identity: two caches of one shape are two tensors
+            params.extend(p for p in m.params if not any(p is q for q in params))
         writes = ZERO
         for m in members:
             writes = writes + m.writes_params
@@ -244,7 +244,7 @@ def _absorb(rule: Rule, sw: _Sweep, node: Node) -> None:
         if prod is None or prod.op_type not in rule.absorb_inputs or sw.consumers.get(prod.id) != [node.id]:
             continue
         node.inputs.remove(e)
-        node.params.extend(p for p in prod.params if p not in node.params)
+        node.params.extend(p for p in prod.params if not any(p is q for q in node.params))
         node.work = [w for w in node.work if w is not prod.work[0]]
         sw.dropped.add(prod.id)
         absorbed = True

@@ -44,7 +44,7 @@ FP32 = "DT_FLOAT"
 def kernel_name(op_type: str) -> str:
     """aclnn kernel naming: aclnn<Api>_<Impl>_<OpType> (ascend_profiling_formats.md section 3.1)."""
     api = _API.get(op_type, op_type)
-    impl = f"{op_type}Common" if op_type.endswith(("MatMulV2", "BatchMatMulV2")) else f"{op_type}AiCore"
+    impl = {"MatMulV2": "MatMulCommon", "BatchMatMulV2": "BatchMatMulCommon"}.get(op_type, f"{op_type}AiCore")
     if op_type == "Adds":
         return "aclnnAdds_AddAiCore_Add"
     return f"aclnn{api}_{impl}_{op_type}"
@@ -191,33 +191,38 @@ class GraphBuilder:
         v = self.matmul("attn.v", layer, x, d.hidden, nkv * hd)
         q_heads = (q, self.heads(nh, SQ, T * (nh * hd * self.ds)))
         k_heads = (k, self.heads(nkv, SQ, T * (nkv * hd * self.ds)))
-        q_r = self.rope("attn.rope", layer, q_heads, nh)
-        k_r = self.rope("attn.rope", layer, k_heads, nkv)
+        if d.architecture == "llama":
+            q_r = self.rope("attn.rope", layer, q_heads, nh)
+            k_r = self.rope("attn.rope", layer, k_heads, nkv)
+        else:  # GPT: learned absolute positions, no rotary embedding
+            q_r, k_r = q_heads, k_heads
         # fixed-size KV cache updated in place (the TorchAir "fixed KV cache" step); the cache is a parameter
         cache_bytes = Lin(BKV=nkv * hd * self.ds)
-        cache = Tensor((B, Lin(one=nkv), SKV, Lin(one=hd)), self.dt, cache_bytes)
-        written = Tensor(cache.shape, self.dt, ZERO)  # in place: only the new rows are written (writes_params)
+        # K and V caches are distinct tensors of one shape (params are told apart by identity, not value)
+        k_cache = Tensor((B, Lin(one=nkv), SKV, Lin(one=hd)), self.dt, cache_bytes)
+        v_cache = Tensor((B, Lin(one=nkv), SKV, Lin(one=hd)), self.dt, cache_bytes)
+        written = Tensor(k_cache.shape, self.dt, ZERO)  # in place: only the new rows are written (writes_params)
         new = T * (nkv * hd * self.ds)
         for src in (k_r, (v, k_heads[1])):
             w = Work("vector", vec_bytes=new, kind="ScatterUpdate")
             self.op("ScatterUpdate", "attn.kv_write", layer, [src], written, w, params=[], writes_params=new)
-        k_all: tuple[int, Tensor] = (-1, cache)
-        v_all: tuple[int, Tensor] = (-1, cache)
+        k_all: tuple[int, Tensor] = (-1, k_cache)
+        v_all: tuple[int, Tensor] = (-1, v_cache)
         if nkv != nh:  # HF repeat_kv materialises the GQA groups
             rep = Tensor((B, Lin(one=nh), SKV, Lin(one=hd)), self.dt, Lin(BKV=nh * hd * self.ds))
             ks = self.op("BroadcastTo", "attn.repeat_kv", layer, [], rep,
-                         Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo"), [cache])
+                         Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo"), [k_cache])
             vs = self.op("BroadcastTo", "attn.repeat_kv", layer, [], rep,
-                         Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo"), [cache])
+                         Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo"), [v_cache])
             k_all, v_all = self.out(ks), self.out(vs)
-        kv_params = [] if nkv != nh else [cache]
+        gqa = nkv != nh
         scores = Tensor((B, Lin(one=nh), SQ, SKV), self.dt, Lin(TKV=nh * self.ds))
         scores32 = Tensor((B, Lin(one=nh), SQ, SKV), FP32, Lin(TKV=nh * 4))
         kv_stream = Lin(BKV=nh * hd * self.ds) if nkv != nh else cache_bytes
         bmm = Work("cube", mm=(Lin(B=nh), SQ, Lin(one=hd), SKV), stream_bytes=ZERO if nkv != nh else kv_stream,
                    kind="BatchMatMulV2")
         qk_in = [q_r] + ([k_all] if nkv != nh else [])
-        s = self.op("BatchMatMulV2", "attn.score", layer, qk_in, scores, bmm, params=kv_params)
+        s = self.op("BatchMatMulV2", "attn.score", layer, qk_in, scores, bmm, params=[] if gqa else [k_cache])
         sc = self.vec("Mul", "attn.score", layer, [self.out(s)], scores)
         mask = Tensor((B, ONE, SQ, SKV), self.dt, Lin(TKV=self.ds))
         mk = self.vec("Add", "attn.score", layer, [self.out(sc), (-1, mask)], scores)
@@ -228,7 +233,7 @@ class GraphBuilder:
         bmm2 = Work("cube", mm=(Lin(B=nh), SQ, SKV, Lin(one=hd)), stream_bytes=ZERO if nkv != nh else kv_stream,
                     kind="BatchMatMulV2")
         pv_in = [self.out(c2)] + ([v_all] if nkv != nh else [])
-        o = self.op("BatchMatMulV2", "attn.context", layer, pv_in, ctx, bmm2, params=kv_params)
+        o = self.op("BatchMatMulV2", "attn.context", layer, pv_in, ctx, bmm2, params=[] if gqa else [v_cache])
         tr = self.vec("Transpose", "attn.context", layer, [self.out(o)], self.act(nh * hd))
         return self.out(self.matmul("attn.o", layer, self.out(tr), nh * hd, d.hidden))
 

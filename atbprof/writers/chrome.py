@@ -2,9 +2,12 @@
 
 pids: 1 `CANN` (host launches, step frames), 2 `Ascend Hardware` (a thread per stream; counters), 3 `Overlap
 Analysis` (Computing / Free), 4 `Model` (step / layer / block annotations). `ts`/`dur` are µs with 3 decimals
-(exact ns) from the run start. Event text is built with pyarrow compute over whole batches. Events a group or busy
-interval completes are emitted just before the op that completes them, and the compressor is fed fixed-size
-blocks, so the file does not depend on how the table was batched. Only the open groups are carried: flat memory.
+(exact ns) from the run start.
+
+Speed: the text of a chunk of rows is one pyarrow `take` from a pool of strings (literals, cached lookup tables for
+fractions / small ints / ratios, escaped dictionary values, int columns cast to text) with a row-major index matrix
+built in numpy. Events that a group or busy interval completes go just before the op that completes it, and the
+compressor gets fixed-size blocks, so the file does not depend on batching. Only open groups are carried.
 """
 
 from __future__ import annotations
@@ -35,12 +38,10 @@ SHAPE_KEYS = {
 }
 RATIO_KEYS = {p: {"mac": "aic_mac_ratio", "vec": "aiv_vec_ratio"}.get(p, f"{p}_ratio") for p in PIPES}
 LEVELS = ("step", "layer", "block")
-_CHUNK = 1 << 15  # rows per compute pass (bounds temporaries; keeps int32 string offsets far from overflow)
+_CHUNK = 1 << 15  # rows per pass: bounds temporaries, keeps int32 offsets far from overflow
 _GZ_BLOCK = 1 << 20  # bytes per compressor call
+_SMALL = 1 << 16  # ints in [-1, _SMALL) come from lookup tables
 _NO_END = int(np.iinfo(np.int64).min)
-_NULL_STR = pa.scalar(None, pa.string())
-
-Pieces = list[Any]  # str constants and string arrays, joined element-wise
 
 
 def _js(value: object) -> str:
@@ -51,14 +52,15 @@ def _us(ns: int) -> str:
     return f"{ns // 1000}.{ns % 1000:03d}"
 
 
-def _fixed3(milli: Any) -> Pieces:
-    """Non-negative int64 thousandths -> pieces of "<int>.<3 digits>" (ns -> µs, or a value x1000)."""
-    s = pc.utf8_lpad(pc.cast(milli, pa.string()), 4, "0")
-    return [pc.utf8_slice_codeunits(s, 0, -3), ".", pc.utf8_slice_codeunits(s, -3)]
+def _x(name: str, pid: int, tid: int, start: int, end: int) -> str:
+    head = f',\n{{"name":{_js(name)},"pid":{pid},"tid":{tid}'
+    return f'{head},"ts":{_us(start)},"dur":{_us(end - start)},"ph":"X"}}'
 
 
-def _join(pieces: Pieces, null_as_empty: bool = False) -> pa.Array:
-    return pc.binary_join_element_wise(*pieces, "", null_handling="replace" if null_as_empty else "emit_null")
+def _meta(kind: str, pid: int, tid: int | None, value: object) -> str:
+    t = "" if tid is None else f',"tid":{tid}'
+    key = "labels" if kind == "process_labels" else "sort_index" if kind.endswith("sort_index") else "name"
+    return f',\n{{"name":"{kind}","ph":"M","pid":{pid}{t},"args":{{"{key}":{_js(value)}}}}}'
 
 
 def _text(arr: pa.Array) -> memoryview:
@@ -70,41 +72,6 @@ def _text(arr: pa.Array) -> memoryview:
     return memoryview(bufs[2])[int(off[0]) : int(off[-1])]
 
 
-def _scatter(text: pa.Array, at: np.ndarray, n: int) -> pa.Array:
-    """A length-n string array holding text[j] at row at[j] and null elsewhere."""
-    idx = np.full(n, -1, dtype=np.int64)
-    idx[at] = np.arange(len(at))
-    return text.take(pa.array(idx, mask=idx < 0))
-
-
-def _x(name: str, pid: int, tid: int, start: int, end: int) -> str:
-    head = f',\n{{"name":{_js(name)},"pid":{pid},"tid":{tid}'
-    return f'{head},"ts":{_us(start)},"dur":{_us(end - start)},"ph":"X"}}'
-
-
-def _x_vec(pid: int, tid: int, name: Any, start: np.ndarray, end: np.ndarray) -> Pieces:
-    head = [',\n{"name":', name, f',"pid":{pid},"tid":{tid},"ts":', *_fixed3(pa.array(start))]
-    return [*head, ',"dur":', *_fixed3(pa.array(end - start)), ',"ph":"X"}']
-
-
-def _counters(ts: Any, gbps: Any, util: Any) -> Pieces:
-    pieces = [',\n{"name":"HBM bandwidth","pid":2,"ts":', *ts, ',"ph":"C","args":{"GB/s":', *gbps]
-    return [
-        *pieces,
-        '}},\n{"name":"AI Core utilization","pid":2,"ts":',
-        *ts,
-        ',"ph":"C","args":{"%":',
-        *util,
-        "}}",
-    ]
-
-
-def _meta(kind: str, pid: int, tid: int | None, value: object) -> str:
-    t = "" if tid is None else f',"tid":{tid}'
-    key = "labels" if kind == "process_labels" else "sort_index" if kind.endswith("sort_index") else "name"
-    return f',\n{{"name":"{kind}","ph":"M","pid":{pid}{t},"args":{{"{key}":{_js(value)}}}}}'
-
-
 def _sequential(start: np.ndarray, end: np.ndarray, last_end: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Clamp slices of one flat track so none starts before an earlier one ended (Perfetto needs nesting)."""
     prev = np.maximum.accumulate(np.concatenate(([last_end], end[:-1])))
@@ -113,11 +80,43 @@ def _sequential(start: np.ndarray, end: np.ndarray, last_end: int) -> tuple[np.n
     return s, e, max(last_end, int(e.max()))
 
 
+class _Asm:
+    """Rows of text = pieces concatenated per row, built as one `take` from a pool of strings."""
+
+    def __init__(self, n: int, valid: np.ndarray | None = None) -> None:
+        self.n, self.valid, self.size = n, valid, 0
+        self.parts: list[pa.Array] = []
+        self.cols: list[tuple[np.ndarray | int, np.ndarray | None]] = []
+        self.lits: dict[str, int] = {"": 0}
+
+    def lit(self, s: str, masked: bool = False) -> None:
+        """A literal piece; `masked` pieces are empty on rows where `valid` is False."""
+        self.cols.append((-1 - self.lits.setdefault(s, len(self.lits)), self.valid if masked else None))
+
+    def add(self, arr: pa.Array, idx: np.ndarray | None = None, valid: np.ndarray | None = None) -> None:
+        """arr[idx[row]] per row (idx None: arr is row-aligned); empty where `valid` is False."""
+        self.parts.append(arr)
+        self.cols.append((self.size + (np.arange(self.n) if idx is None else idx), valid))
+        self.size += len(arr)
+
+    def text(self) -> pa.Array:
+        perm = np.empty((self.n, len(self.cols)), np.int32)
+        for j, (col, valid) in enumerate(self.cols):
+            col = self.size - 1 - col if isinstance(col, int) else col
+            perm[:, j] = col if valid is None else np.where(valid, col, self.size)
+        pool = pa.chunked_array([*self.parts, pa.array(list(self.lits), pa.string())], pa.string())
+        pieces = pool.take(pa.array(perm.reshape(-1)))
+        pieces = pieces.chunk(0) if pieces.num_chunks == 1 else pieces.combine_chunks()
+        _, offsets, data = pieces.buffers()
+        rows = np.frombuffer(offsets, np.int32, self.n * len(self.cols) + 1, pieces.offset * 4)[:: len(self.cols)]
+        return pa.Array.from_buffers(pa.string(), self.n, [None, pa.py_buffer(rows.copy()), data])
+
+
 class _Runs:
     """Runs of equal keys in op order with min start, max end, byte and busy sums and a first-row payload.
 
-    Columns: keys..., payload, start, end, bytes, busy. The last run stays open (the next batch may continue it);
-    `feed` returns the completed runs and, per run, the chunk row whose arrival completed it.
+    Columns: keys..., payload, start, end, bytes, busy. The last run stays open (the next batch may continue
+    it); `feed` returns the completed runs and, per run, the chunk row whose arrival completed it.
     """
 
     def __init__(self) -> None:
@@ -165,13 +164,14 @@ class ChromeTraceWriter:
         self._atomic: AbstractContextManager[Path] | None = None
         self._raw: IO[bytes] | None = None
         self._gz: igzip.IGzipFile | None = None
+        self._tables: dict[tuple[str, ...], pa.Array] = {}
 
     # -- RunWriter -------------------------------------------------------------------------------------------
     def open(self, directory: Path, meta: TraceMeta) -> None:
         if meta.host_tid <= 0:
             raise ValueError(f"host_tid must be a positive integer, got {meta.host_tid}")
         self.meta, self._host_tid = meta, meta.host_tid
-        self._streams: set[int] = set()  # streams with thread metadata written
+        self._streams: set[int] = set()  # streams whose thread metadata is written
         self._streams_seen: set[int] = set()
         self._frags: dict[str, tuple[pa.Array, pa.Array]] = {}
         self._codes: dict[str, dict[str, int]] = {"role": {}, "phase": {}}  # block / phase name -> code
@@ -227,7 +227,7 @@ class ChromeTraceWriter:
         self._atomic = self._gz = self._raw = None
 
     def _write(self, data: str | memoryview) -> None:
-        """Feed the compressor whole _GZ_BLOCK blocks only, so the output does not depend on call boundaries."""
+        """Feed the compressor whole _GZ_BLOCK blocks only: the output does not depend on call boundaries."""
         assert self._gz is not None
         mv = memoryview(data.encode()) if isinstance(data, str) else data
         if len(self._pending) + len(mv) < _GZ_BLOCK:
@@ -269,101 +269,137 @@ class ChromeTraceWriter:
         self._streams |= streams
         return out
 
-    # -- per batch -------------------------------------------------------------------------------------------
-    def _frag(self, col: pa.Array, key: str, fmt: Callable[[str], str] = _js) -> pa.Array:
-        """JSON text per row of a dictionary (or low-cardinality string) column, each value escaped once."""
+    # -- text pieces -----------------------------------------------------------------------------------------
+    def _table(self, key: tuple[str, ...], n: int, fmt: Callable[[int], str]) -> pa.Array:
+        """A cached lookup table [fmt(0), ..., fmt(n-1)] (rebuilt larger when a bigger n is needed)."""
+        t = self._tables.get(key)
+        if t is None or len(t) < n:
+            t = self._tables[key] = pa.array([fmt(i) for i in range(n)], pa.string())
+        return t
+
+    def _int(
+        self, a: _Asm, v: np.ndarray, pre: str = "", suf: str = "", valid: np.ndarray | None = None
+    ) -> None:
+        """Decimal text of int64 `v` (small values by table lookup, others cast)."""
+        if len(v) and v.min() >= -1 and v.max() < _SMALL:
+            size = min(_SMALL, 1 << int(v.max() + 2).bit_length())
+            a.add(self._table(("int", pre, suf), size + 1, lambda i: f"{pre}{i - 1}{suf}"), v + 1, valid)
+            return
+        masked = valid is not None
+        a.lit(pre, masked)
+        a.add(pc.cast(pa.array(v), pa.string()), None, valid)
+        a.lit(suf, masked)
+
+    def _fixed3(self, a: _Asm, v: np.ndarray, suf: str = "", valid: np.ndarray | None = None) -> None:
+        """`v` (non-negative thousandths, e.g. ns) as "<v // 1000>.<3 digits>" then `suf`."""
+        self._int(a, v // 1000, "", "", valid)
+        a.add(self._table(("frac", suf), 1000, lambda i: f".{i:03d}{suf}"), v % 1000, valid)
+
+    def _frag(self, col: pa.Array, key: str, fmt: Callable[[str], str] = _js) -> tuple[pa.Array, np.ndarray]:
+        """JSON text per dictionary value (each escaped once) and the row indices into it."""
         if not pa.types.is_dictionary(col.type):
             col = pc.dictionary_encode(col)
         d, hit = col.dictionary, self._frags.get(key)
         if hit is None or not (hit[0] is d or hit[0].equals(d)):
             hit = self._frags[key] = (d, pa.array([fmt(v) for v in d.to_pylist()], pa.string()))
-        return hit[1].take(col.indices)
+        return hit[1], col.indices.to_numpy(zero_copy_only=False)
 
     def _code(self, col: pa.Array, kind: str, fn: Callable[[str], str]) -> np.ndarray:
         table = self._codes[kind]
         codes = np.array([table.setdefault(fn(v), len(table)) for v in col.dictionary.to_pylist()], np.int64)
         return codes[col.indices.to_numpy(zero_copy_only=False)]
 
+    # -- per chunk -------------------------------------------------------------------------------------------
     def _chunk(self, b: pa.RecordBatch) -> None:
         c = b.column
-        cols = [c(n) for n in ("task_start_ns", "task_dur_ns", "host_launch_start_ns", "host_launch_dur_ns")]
-        mins = [pc.min_max(a)["min"].as_py() for a in (*cols, c("stream_id"))]
-        if any(v is not None and v < 0 for v in mins):
-            raise ValueError(f"op batch at op_index {c('op_index')[0]}: negative time, duration or stream id")
+        col = {k: c(k).to_numpy() for k in ("op_index", "task_start_ns", "task_dur_ns", "stream_id")}
+        h = c("host_launch_start_ns")
+        valid = None if h.null_count in (0, len(h)) else pc.is_valid(h).to_numpy(zero_copy_only=False)
+        hs, hd = (pc.fill_null(c(k), 0).to_numpy() for k in ("host_launch_start_ns", "host_launch_dur_ns"))
+        if any(v.min() < 0 for v in (col["task_start_ns"], col["task_dur_ns"], col["stream_id"], hs, hd)):
+            raise ValueError(
+                f"op batch at op_index {col['op_index'][0]}: negative time, duration or stream id"
+            )
         self._streams_seen.update(pc.unique(c("stream_id")).to_pylist())
-        s = cols[0].to_numpy()
-        e = s + cols[1].to_numpy()
-        prefix = [p for p in (self._overlap(s, e), *self._groups(b, s, e)) if p is not None]
-        self._write(_text(self._op_events(b, mins[4] == 0, prefix)))
+        s = col["task_start_ns"]
+        e = s + col["task_dur_ns"]
+        a = _Asm(b.num_rows, valid)
+        for text, at in (self._overlap(s, e), *self._groups(b, s, e)):
+            if len(at):
+                idx, hit = np.zeros(len(s), np.int64), np.zeros(len(s), bool)
+                idx[at], hit[at] = np.arange(len(at)), True
+                a.add(text, idx, hit)
+        conn = pc.cast(pa.array(col["op_index"] + 1), pa.string())
+        name = self._frag(c("op_name"), "name")
+        if h.null_count < len(h):
+            self._host(a, hs, hd, name, conn)
+        sid = np.where(col["stream_id"] == 0, STREAM0_TID, col["stream_id"])
+        self._device(a, b, col, sid, name, conn)
+        if h.null_count < len(h):
+            a.lit(',\n{"name":"HostToDevice","pid":2,"tid":', True)
+            self._int(a, sid, "", ',"ts":', valid)
+            self._fixed3(a, s, ',"ph":"f","bp":"e","cat":"HostToDevice","id":', valid)
+            a.add(conn, None, valid)
+            a.lit("}", True)
+        self._write(_text(a.text()))
         self._n_ops += b.num_rows
-        self._n_launch += b.num_rows - cols[2].null_count
+        self._n_launch += b.num_rows - h.null_count
 
-    def _op_events(self, b: pa.RecordBatch, has_stream0: bool, prefix: list[pa.Array]) -> pa.Array:
+    def _host(
+        self, a: _Asm, hs: np.ndarray, hd: np.ndarray, name: tuple[pa.Array, np.ndarray], conn: pa.Array
+    ) -> None:
+        v, tid = a.valid, self._host_tid
+        a.lit(f',\n{{"name":"Node@launch","pid":1,"tid":{tid},"ts":', True)
+        self._fixed3(a, hs, ',"dur":', v)
+        self._fixed3(a, hd, ',"ph":"X","args":{"item_id":', v)
+        a.add(*name, v)
+        a.lit(',"level":"node","connection_id":', True)
+        a.add(conn, None, v)
+        a.lit(f'}}}},\n{{"name":"HostToDevice","pid":1,"tid":{tid},"ts":', True)
+        self._fixed3(a, hs, ',"ph":"s","cat":"HostToDevice","id":', v)
+        a.add(conn, None, v)
+        a.lit("}", True)
+
+    def _device(
+        self,
+        a: _Asm,
+        b: pa.RecordBatch,
+        col: dict[str, np.ndarray],
+        sid: np.ndarray,
+        name: Any,
+        conn: pa.Array,
+    ) -> None:
         c = b.column
-        stream = c("stream_id")
-        if has_stream0:
-            stream = pc.if_else(pc.equal(stream, 0), pa.scalar(STREAM0_TID, pa.int32()), stream)
-        conn = pc.cast(pc.add(c("op_index"), 1), pa.string())
-        sid, ts, name = (
-            pc.cast(stream, pa.string()),
-            _fixed3(c("task_start_ns")),
-            self._frag(c("op_name"), "name"),
-        )
-        hbm = pc.cast(pc.add(c("hbm_read_bytes"), c("hbm_write_bytes")), pa.string())
-        fused = self._frag(
-            pc.binary_join(c("fused_from"), "+"), "fused", lambda v: f',"fused_from":{_js(v)}' * bool(v)
-        )
-        dev: Pieces = [',\n{"name":', name, ',"pid":2,"tid":', sid, ',"ts":', *ts, ',"dur":']
-        dev += [
-            *_fixed3(c("task_dur_ns")),
-            ',"ph":"X","cat":"Task","args":{"Model Id":4294967295,"Task Type":',
-        ]
-        dev += [
-            self._frag(c("task_type"), "task_type"),
-            ',"Physic Stream Id":',
-            pc.cast(c("stream_id"), pa.string()),
-        ]
-        dev += [
-            ',"Task Id":',
-            pc.cast(c("task_id"), pa.string()),
-            ',"Batch Id":0,"Subtask Id":0,"connection_id":',
-        ]
-        dev += [
-            conn,
-            ',"OP Type":',
-            self._frag(c("op_type"), "op_type"),
-            ',"role":',
-            self._frag(c("role"), "role"),
-        ]
-        dev += [',"layer":', pc.cast(c("layer"), pa.string()), ',"step":', pc.cast(c("step"), pa.string())]
-        dev += [',"Block Dim":', pc.cast(c("block_dim"), pa.string())]
-        dev += [
-            self._frag(c(col), col, lambda v, k=key: f',"{k}":{_js(v)}') for col, key in SHAPE_KEYS.items()
-        ]
-        dev += [',"bound":', self._frag(c("bound"), "bound"), fused, ',"hbm_bytes":', hbm]
-        dev += [',"flops":', pc.cast(c("flops"), pa.string())]
+        a.lit(',\n{"name":')
+        a.add(*name)
+        self._int(a, sid, ',"pid":2,"tid":', ',"ts":')
+        self._fixed3(a, col["task_start_ns"], ',"dur":')
+        self._fixed3(a, col["task_dur_ns"], ',"ph":"X","cat":"Task","args":{"Model Id":4294967295')
+        a.add(*self._frag(c("task_type"), "task_type", lambda v: f',"Task Type":{_js(v)}'))
+        self._int(a, col["stream_id"], ',"Physic Stream Id":')
+        self._int(a, c("task_id").to_numpy(), ',"Task Id":', ',"Batch Id":0,"Subtask Id":0,"connection_id":')
+        a.add(conn)
+        a.add(*self._frag(c("op_type"), "op_type", lambda v: f',"OP Type":{_js(v)}'))
+        a.add(*self._frag(c("role"), "role", lambda v: f',"role":{_js(v)}'))
+        self._int(a, c("layer").to_numpy(), ',"layer":')
+        self._int(a, c("step").to_numpy(), ',"step":')
+        self._int(a, c("block_dim").to_numpy(), ',"Block Dim":')
+        for k, key in SHAPE_KEYS.items():
+            a.add(*self._frag(c(k), k, lambda v, key=key: f',"{key}":{_js(v)}'))
+        a.add(*self._frag(c("bound"), "bound", lambda v: f',"bound":{_js(v)}'))
+        fused = pc.binary_join(c("fused_from"), "+")
+        a.add(*self._frag(fused, "fused", lambda v: f',"fused_from":{_js(v)}' if v else ""))
+        self._int(a, (c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy()), ',"hbm_bytes":')
+        self._int(a, c("flops").to_numpy(), ',"flops":')
         for p in PIPES:
-            milli = pc.cast(pc.round(pc.multiply(pc.cast(c(f"{p}_ratio"), pa.float64()), 1000.0)), pa.int64())
-            dev += [f',"{RATIO_KEYS[p]}":', *_fixed3(pc.max_element_wise(milli, 0))]
-        dev.append("}}")
-        hstart = c("host_launch_start_ns")
-        if hstart.null_count == len(hstart):
-            return _join(prefix + dev, null_as_empty=True)
-        hts, tid = _fixed3(hstart), self._host_tid
-        host: Pieces = [f',\n{{"name":"Node@launch","pid":1,"tid":{tid},"ts":', *hts, ',"dur":']
-        host += [*_fixed3(c("host_launch_dur_ns")), ',"ph":"X","args":{"item_id":', name]
-        host += [',"level":"node","connection_id":', conn, "}}"]
-        host += [f',\n{{"name":"HostToDevice","pid":1,"tid":{tid},"ts":', *hts]
-        host += [',"ph":"s","cat":"HostToDevice","id":', conn, "}"]
-        flow: Pieces = [',\n{"name":"HostToDevice","pid":2,"tid":', sid, ',"ts":', *ts]
-        flow += [',"ph":"f","bp":"e","cat":"HostToDevice","id":', conn, "}"]
-        if hstart.null_count == 0:
-            return _join(prefix + host + dev + flow, null_as_empty=True)
-        valid = pc.if_else(pc.is_valid(hstart), "", _NULL_STR)
-        return _join([*prefix, _join(host), *dev, _join([valid, *flow])], null_as_empty=True)
+            milli = np.rint(np.nan_to_num(c(f"{p}_ratio").to_numpy().astype(np.float64) * 1000.0))
+            milli = np.clip(milli, 0, 1 << 40).astype(np.int64)
+            a.lit(f',"{RATIO_KEYS[p]}":')
+            self._fixed3(a, milli)
+        a.lit("}}")
 
-    def _overlap(self, s: np.ndarray, e: np.ndarray) -> pa.Array | None:
-        """Merge busy intervals (touching tasks coalesce): closed Computing intervals and the Free gaps between."""
+    def _overlap(self, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        """Merge busy intervals (touching tasks coalesce): closed Computing intervals and the Free gaps."""
         carry_end = _NO_END if self._busy is None else self._busy[1]
         cm = np.maximum(np.maximum.accumulate(e), carry_end)
         prev = np.concatenate(([carry_end], cm[:-1]))
@@ -372,13 +408,15 @@ class ChromeTraceWriter:
         closed = brk if self._busy is not None else brk[1:]
         self._busy = (int(starts[-1]), int(cm[-1]))
         if len(closed) == 0:
-            return None
-        ends = prev[closed]
-        comp = _x_vec(PID_OVERLAP, 1, '"Computing"', starts[:-1], ends)
-        text = _join(comp + _x_vec(PID_OVERLAP, 2, '"Free"', ends, s[closed]))
-        return _scatter(text, closed, len(s))
+            return pa.array([], pa.string()), closed
+        a, ends = _Asm(len(closed)), prev[closed]
+        for tid, name, lo, hi in ((1, "Computing", starts[:-1], ends), (2, "Free", ends, s[closed])):
+            a.lit(f',\n{{"name":"{name}","pid":3,"tid":{tid},"ts":')
+            self._fixed3(a, lo, ',"dur":')
+            self._fixed3(a, hi - lo, ',"ph":"X"}')
+        return a.text(), closed
 
-    def _groups(self, b: pa.RecordBatch, s: np.ndarray, e: np.ndarray) -> list[pa.Array | None]:
+    def _groups(self, b: pa.RecordBatch, s: np.ndarray, e: np.ndarray) -> list[tuple[pa.Array, np.ndarray]]:
         c = b.column
         step, layer = c("step").to_numpy().astype(np.int64), c("layer").to_numpy().astype(np.int64)
         block = self._code(c("role"), "role", lambda r: BLOCK_NAMES.get(r.split(".")[0], r.split(".")[0]))
@@ -386,7 +424,7 @@ class ChromeTraceWriter:
         vals = [
             s,
             e,
-            pc.add(c("hbm_read_bytes"), c("hbm_write_bytes")).to_numpy(),
+            c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy(),
             c("task_dur_ns").to_numpy(),
         ]
         keys = {
@@ -394,37 +432,53 @@ class ChromeTraceWriter:
             "layer": ([step, layer], block),
             "block": ([step, layer, block], block),
         }
-        out: list[pa.Array | None] = []
+        out = []
         for level in LEVELS:
             cols, at = self._runs[level].feed(*keys[level], vals)
-            out.append(_scatter(self._group_text(level, cols), at, len(s)) if len(at) else None)
+            out.append((self._group_text(level, cols) if len(at) else pa.array([], pa.string()), at))
         return out
 
     def _group_text(self, level: str, cols: list[np.ndarray]) -> pa.Array:
-        """One string per completed group: its X slice on the Model track (+ counter samples)."""
+        """One string per completed group: its slice on the Model track (+ counter samples for blocks / steps)."""
         names = {k: {v: n for n, v in self._codes[k].items()} for k in self._codes}
         start, end, self._last_end[level] = _sequential(cols[-4], cols[-3], self._last_end[level])
         if level == "step":
             out = []
-            for st, ph, a, z in zip(
+            for st, ph, t0, t1 in zip(
                 cols[0].tolist(), cols[1].tolist(), start.tolist(), end.tolist(), strict=True
             ):
                 label = "prefill" if names["phase"][ph] == "prefill" else f"decode #{st}"
-                out.append(_x(label, PID_MODEL, 1, a, z) + "".join(_counters([_us(z)], ["0.000"], ["0.000"])))
+                zero = f'"pid":2,"ts":{_us(t1)},"ph":"C","args":'
+                hbm = f',\n{{"name":"HBM bandwidth",{zero}{{"GB/s":0.000}}}}'
+                out.append(
+                    _x(label, PID_MODEL, 1, t0, t1)
+                    + hbm
+                    + f',\n{{"name":"AI Core utilization",{zero}{{"%":0.000}}}}'
+                )
             return pa.array(out, pa.string())
+        a = _Asm(len(start))
         if level == "layer":
-            label = [
+            labels = [
                 f'"layer {ly}"' if ly >= 0 else _js(names["role"][bk])
                 for ly, bk in zip(*cols[1:3], strict=True)
             ]
-            return _join(_x_vec(PID_MODEL, 2, pa.array(label, pa.string()), start, end))
-        label = [_js(names["role"][bk]) for bk in cols[2].tolist()]
-        span = (end - start).astype(np.float64)
-        rate = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0)
-        gbps = np.round(cols[-2] * rate * 1000.0).astype(np.int64)  # bytes/ns = GB/s
-        util = np.round(cols[-1] * rate * 100_000.0).astype(np.int64)
-        counters = _counters(_fixed3(pa.array(start)), _fixed3(pa.array(gbps)), _fixed3(pa.array(util)))
-        return _join(_x_vec(PID_MODEL, 3, pa.array(label, pa.string()), start, end) + counters)
+        else:
+            labels = [_js(names["role"][bk]) for bk in cols[2].tolist()]
+        a.lit(',\n{"name":')
+        a.add(pa.array(labels, pa.string()))
+        a.lit(f',"pid":4,"tid":{LEVELS.index(level) + 1},"ts":')
+        self._fixed3(a, start, ',"dur":')
+        self._fixed3(a, end - start, ',"ph":"X"}')
+        if level == "block":
+            span = (end - start).astype(np.float64)
+            rate = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0)
+            a.lit(',\n{"name":"HBM bandwidth","pid":2,"ts":')
+            self._fixed3(a, start, ',"ph":"C","args":{"GB/s":')
+            gbps = np.rint(cols[-2] * rate * 1000.0).astype(np.int64)  # bytes/ns = GB/s
+            self._fixed3(a, gbps, '}},\n{"name":"AI Core utilization","pid":2,"ts":')
+            self._fixed3(a, start, ',"ph":"C","args":{"%":')
+            self._fixed3(a, np.rint(cols[-1] * rate * 100_000.0).astype(np.int64), "}}")
+        return a.text()
 
     # -- close -----------------------------------------------------------------------------------------------
     def _finish(self, steps: pa.Table) -> None:
@@ -440,11 +494,12 @@ class ChromeTraceWriter:
             (a,), (z,), self._last_end["host"] = _sequential(
                 np.array([r["host_start_ns"]]), np.array([r["sync_end_ns"]]), self._last_end["host"]
             )
-            out.append(_x(f"Step {r['step']} ({r['phase']})", PID_HOST, tid, int(a), int(z)))
-            ov_end = int(min(a + max(r["host_overhead_ns"], 0), z))
-            out += [_x("host overhead", PID_HOST, tid, int(a), ov_end)] if ov_end > a else []
+            a, z = int(a), int(z)
+            out.append(_x(f"Step {r['step']} ({r['phase']})", PID_HOST, tid, a, z))
+            ov_end = min(a + max(r["host_overhead_ns"], 0), z)
+            out += [_x("host overhead", PID_HOST, tid, a, ov_end)] if ov_end > a else []
             sync = max(r["device_end_ns"], ov_end)
-            out += [_x("sync (D2H token)", PID_HOST, tid, sync, int(z))] if z > sync else []
+            out += [_x("sync (D2H token)", PID_HOST, tid, sync, z)] if z > sync else []
         m = self.meta
         other = {
             "run_name": m.run_name,
