@@ -77,8 +77,9 @@ class _Sweep:
             node = node.clone(inputs=[Edge(self.remap.get(e.producer, e.producer), e.tensor) for e in node.inputs])
         return node
 
-    def fuse(self, rule: Rule, members: list[Node], op_type: str, op_name: str, exports: set[int], role_idx: int,
+    def fuse(self, rule: Rule, members: list[Node], op_type: str, op_name: str, keep: list[Tensor], role_idx: int,
              ) -> Node:
+        """`keep`: member outputs read outside the match (they stay outputs of the fused kernel)."""
         ids = {m.id for m in members}
         units = {m.id: _unit(m) for m in members}
         inputs: list[Edge] = []
@@ -91,10 +92,9 @@ class _Sweep:
                 elif e not in inputs:
                     inputs.append(e)
         outputs: list[Tensor] = []
-        for k, m in enumerate(members):
-            external = [c for c in self.consumers.get(m.id, []) if c not in ids]
-            if external or k in exports or k == len(members) - 1:
-                outputs.extend(t for t in m.outputs if t not in outputs)
+        for t in [*keep, *members[-1].outputs]:
+            if not any(t is o for o in outputs):
+                outputs.append(t)
         params: list[Tensor] = []
         for m in members:  # by identity: two caches of one shape are two tensors
             params.extend(p for p in m.params if not any(p is q for q in params))
@@ -150,11 +150,34 @@ def _constraint(rule: Rule, ctx: FusionContext) -> str | None:
     return None
 
 
-def _exports(rule: Rule, pattern: Pattern, window: Sequence[Node]) -> set[int]:
-    return set(rule.exports) | {k for k, glob in pattern.export_if.items() if _type_ok(glob, window[k].op_type)}
+def _escapes_ok(rule: Rule, pattern: Pattern, window: Sequence[Node], k: int, tensor: Tensor) -> bool:
+    """May output `tensor` of member k stay visible to ops outside the match?
+
+    `exports` members keep all outputs; `export_if` members keep all but their primary (last) output - the
+    residual sum of an AddRmsNorm may leave a Norm+MatMul kernel, the normalised activation may not."""
+    if k in rule.exports or k == len(window) - 1:
+        return True
+    glob = pattern.export_if.get(k)
+    return glob is not None and _type_ok(glob, window[k].op_type) and tensor is not window[k].outputs[-1]
 
 
-def _structure(rule: Rule, pattern: Pattern, window: list[Node], consumers: dict[int, list[int]]) -> str | None:
+def _escaping(sw_consumers: dict[int, list[int]], by_id: dict[int, Node], window: Sequence[Node]
+              ) -> list[tuple[int, Tensor, Node]]:
+    """(member index, tensor, consumer) for every edge from a member to an op outside the window."""
+    ids = {m.id for m in window}
+    out = []
+    for k, m in enumerate(window):
+        for c in sw_consumers.get(m.id, []):
+            if c in ids or c not in by_id:
+                continue
+            for e in by_id[c].inputs:
+                if e.producer == m.id:
+                    out.append((k, e.tensor, by_id[c]))
+    return out
+
+
+def _structure(rule: Rule, pattern: Pattern, window: list[Node], consumers: dict[int, list[int]],
+               by_id: dict[int, Node]) -> str | None:
     ids = [m.id for m in window]
     if len({m.layer for m in window}) > 1 and rule.role_from == -1:
         return "the ops span two layers"
@@ -164,14 +187,16 @@ def _structure(rule: Rule, pattern: Pattern, window: list[Node], consumers: dict
         if not any(e.producer in ids[:k] or e.producer in shared for e in m.inputs):
             return f"{m.op_type} ({m.role}) reads nothing the earlier ops produce or read (not one subgraph)"
         shared.update(e.producer for e in m.inputs if e.producer >= 0)
-    exports = _exports(rule, pattern, window)
-    for k, m in enumerate(window[:-1]):
-        outside = [c for c in consumers.get(m.id, []) if c not in ids]
-        if outside and k not in exports:
-            return (
-                f"the output of {m.op_type} ({m.role}) is also read by {len(outside)} op(s) outside the pattern; "
-                "fusing would drop it"
-            )
+    bad: dict[int, set[int]] = {}
+    for k, tensor, consumer in _escaping(consumers, by_id, window):
+        if not _escapes_ok(rule, pattern, window, k, tensor):
+            bad.setdefault(k, set()).add(consumer.id)
+    for k, outside in sorted(bad.items()):
+        m = window[k]
+        return (
+            f"the output of {m.op_type} ({m.role}) is also read by {len(outside)} op(s) outside the pattern; "
+            "fusing would drop it"
+        )
     return None
 
 
@@ -184,7 +209,7 @@ def _interposed(pattern: Pattern, nodes: list[Node], i: int) -> str | None:
     while k < n and i + k < len(nodes) and _type_ok(pattern.ops[k], nodes[i + k].op_type):
         k += 1
     rest = nodes[i + k + 1 : i + n + 1]
-    if k >= n or len(rest) != n - k or nodes[i + k].layer != nodes[i].layer:
+    if k >= n or len(rest) != n - k:
         return None
     extra, before = nodes[i + k], nodes[i + k - 1]
     if _type_ok(pattern.ops[0], extra.op_type) or not any(e.producer == before.id for e in extra.inputs):
@@ -200,6 +225,7 @@ def _chain(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -
     sw = _Sweep(graph)
     why_off = _constraint(rule, ctx)
     src = graph.nodes
+    by_id = {n.id: n for n in src}
     i = 0
     while i < len(src):
         matched = 0
@@ -211,13 +237,13 @@ def _chain(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -
                 if reason:
                     result.near_misses.append(NearMiss(rule.name, ctx.phase, src[i].layer, src[i].id, reason))
                 continue
-            reason = why_off or _structure(rule, pattern, window, sw.consumers)
+            reason = why_off or _structure(rule, pattern, window, sw.consumers, by_id)
             if reason:
                 result.near_misses.append(NearMiss(rule.name, ctx.phase, window[-1].layer, window[0].id, reason))
                 continue
             op_type = _fused_type(pattern, ctx, window)
-            node = sw.fuse(rule, window, op_type, pattern.op_name or op_type, _exports(rule, pattern, window),
-                           rule.role_from)
+            keep = [t for k, t, _ in _escaping(sw.consumers, by_id, window) if k < n - 1]
+            node = sw.fuse(rule, window, op_type, pattern.op_name or op_type, keep, rule.role_from)
             _absorb(rule, sw, node)
             sw.out.append(node)
             result.fired[rule.name] = result.fired.get(rule.name, 0) + 1
@@ -241,11 +267,14 @@ def _absorb(rule: Rule, sw: _Sweep, node: Node) -> None:
     absorbed = False
     for e in list(node.inputs):
         prod = by_id.get(e.producer)
-        if prod is None or prod.op_type not in rule.absorb_inputs or sw.consumers.get(prod.id) != [node.id]:
+        if prod is None or prod.op_type not in rule.absorb_inputs:
             continue
+        if any(sw.remap.get(c) != node.id for c in sw.consumers.get(prod.id, [])):
+            continue  # someone else still reads the copy
         node.inputs.remove(e)
         node.params.extend(p for p in prod.params if not any(p is q for q in node.params))
         node.work = [w for w in node.work if w is not prod.work[0]]
+        node.fused_from = (*node.fused_from, prod.op_type)
         sw.dropped.add(prod.id)
         absorbed = True
     if absorbed:
@@ -282,7 +311,7 @@ def _siblings(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult
         out = Tensor((*w0.outputs[0].shape[:-1], Lin(one=n_total)), w0.outputs[0].dtype, out_bytes)
         mm = w0.work[0].mm
         assert mm is not None
-        node = sw.fuse(rule, members, "MatMulV2", w0.op_name, set(range(len(members))), 0)
+        node = sw.fuse(rule, members, "MatMulV2", w0.op_name, [], 0)
         node.role = rule.role
         node.params = [weight]
         node.outputs = [out]

@@ -104,9 +104,8 @@ class _Asm:
         for j, (col, valid) in enumerate(self.cols):
             col = self.size - 1 - col if isinstance(col, int) else col
             perm[:, j] = col if valid is None else np.where(valid, col, self.size)
-        pool = pa.chunked_array([*self.parts, pa.array(list(self.lits), pa.string())], pa.string())
+        pool = pa.concat_arrays([*self.parts, pa.array(list(self.lits), pa.string())])
         pieces = pool.take(pa.array(perm.reshape(-1)))
-        pieces = pieces.chunk(0) if pieces.num_chunks == 1 else pieces.combine_chunks()
         _, offsets, data = pieces.buffers()
         rows = np.frombuffer(offsets, np.int32, self.n * len(self.cols) + 1, pieces.offset * 4)[:: len(self.cols)]
         return pa.Array.from_buffers(pa.string(), self.n, [None, pa.py_buffer(rows.copy()), data])
