@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from atbprof.config.models import RunConfig
+from atbprof.config.models import KV_REUSE_WITH_PAGED_ATTENTION, RunConfig
 from atbprof.errors import ConfigError
 
 # seed 002's atb_fusion_config.yaml flags -> atbprof fusion rules (see atbprof/data/fusion_rules.yaml)
@@ -42,11 +43,11 @@ def _yaml_lines(text: str) -> dict[tuple[str, ...], int]:
     return lines
 
 
-def _read_yaml(path: Path) -> tuple[Any, str]:
+def _read_yaml(path: Path, hint: str = "pass an existing YAML file to --config") -> tuple[Any, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file; pass an existing YAML file to --config") from None
+        raise ConfigError(f"{path}: no such file; {hint}") from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read ({err.strerror})") from None
     try:
@@ -102,27 +103,49 @@ def _resolve(base: Path, value: str | None) -> str | None:
     return str(candidate) if not Path(value).is_absolute() and candidate.exists() else value
 
 
-def translate_atb_fusion_config(doc: dict[str, Any], where: str) -> dict[str, Any]:
-    """Seed 002's atb_fusion_config.yaml (model_type, fusion_strategy, performance, memory) -> fusion section."""
+def translate_atb_fusion_config(
+    doc: dict[str, Any],
+    where: str,
+    lines: dict[tuple[str, ...], int] | None = None,
+    prefix: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Seed 002's atb_fusion_config.yaml (model_type, fusion_strategy, performance, memory) -> fusion section.
+
+    `where` names the file in messages; `lines` maps its key paths (below `prefix`) to YAML lines.
+    """
+    lines = lines or {}
+
+    def problem(path: tuple[str, ...], text: str) -> str:
+        full = (*prefix, *path)
+        line = next((lines[full[:n]] for n in range(len(full), 0, -1) if full[:n] in lines), None)
+        return f"{where} line {line}: {'.'.join(full)}{text}" if line else f"{where}: {'.'.join(full)}{text}"
+
     known = {"model_type", "fusion_strategy", "performance", "memory"}
-    unknown = sorted(set(doc) - known)
-    problems = [f"{where}.{k}: unknown key in an ATB fusion config (allowed: {', '.join(sorted(known))})" for k in unknown]
-    flags = doc.get("fusion_strategy") or {}
-    if not isinstance(flags, dict):
-        problems.append(f"{where}.fusion_strategy: expected a mapping of flags to true/false")
-        flags = {}
+    unknown = sorted(set(doc) - known, key=str)
+    problems = [
+        problem((str(k),), f": unknown key in an ATB fusion config (allowed: {', '.join(sorted(known))})")
+        for k in unknown
+    ]
+    sections: dict[str, dict[str, Any]] = {}
+    for name in ("fusion_strategy", "performance", "memory"):
+        value = doc.get(name) or {}
+        if not isinstance(value, dict):
+            problems.append(problem((name,), f" = {value!r}: expected a mapping of keys to values"))
+            value = {}
+        sections[name] = value
+    flags, performance, memory = sections["fusion_strategy"], sections["performance"], sections["memory"]
     enable: list[str] = list(ATB_ALWAYS)
     for flag, value in flags.items():
         if flag not in ATB_FLAG_RULES:
-            problems.append(
-                f"{where}.fusion_strategy.{flag}: unknown flag (allowed: {', '.join(ATB_FLAG_RULES)})"
-            )
+            allowed = ", ".join(ATB_FLAG_RULES)
+            problems.append(problem(("fusion_strategy", str(flag)), f": unknown flag (allowed: {allowed})"))
         elif not isinstance(value, bool):
-            problems.append(f"{where}.fusion_strategy.{flag}: {value!r} is not true/false")
+            problems.append(problem(("fusion_strategy", flag), f" = {value!r}: expected true or false"))
         elif value:
             enable.extend(ATB_FLAG_RULES[flag])
-    memory = doc.get("memory") or {}
-    performance = doc.get("performance") or {}
+    if memory.get("enable_kv_cache_reuse") and memory.get("paged_attention"):
+        pitfall = f" = true: {KV_REUSE_WITH_PAGED_ATTENTION}"
+        problems.append(problem(("memory", "enable_kv_cache_reuse"), pitfall))
     if problems:
         raise ConfigError(problems)
     out: dict[str, Any] = {
@@ -139,21 +162,32 @@ def translate_atb_fusion_config(doc: dict[str, Any], where: str) -> dict[str, An
     return out
 
 
-def _format_error(err: dict[str, Any], lines: dict[tuple[str, ...], int], source: str) -> str:
+def _format_error(
+    err: dict[str, Any],
+    lines: dict[tuple[str, ...], int],
+    source: str,
+    overridden: dict[tuple[str, ...], str] | None = None,
+) -> str:
+    """One line: file, YAML line (or the --set that produced the value), key, bad value, what is allowed."""
     loc = tuple(str(p) for p in err["loc"])
     key = ".".join(loc) or "(top level)"
-    line = None
-    for n in range(len(loc), 0, -1):
-        if loc[:n] in lines:
-            line = lines[loc[:n]]
-            break
-    where = f"{source} line {line}: " if line else f"{source}: "
+    prefixes = [loc[:n] for n in range(len(loc), 0, -1)]
+    item = next((overridden[p] for p in prefixes if p in (overridden or {})), None)
+    line = next((lines[p] for p in prefixes if p in lines), None)
+    where = f"{source}, --set {item}: " if item else f"{source} line {line}: " if line else f"{source}: "
     kind = err["type"]
     msg = err["msg"].removeprefix("Value error, ")
     if kind == "extra_forbidden":
         return f"{where}{key}: unknown key; remove it or check the spelling"
     if kind == "missing":
+        if loc == ("model",):
+            return (
+                f"{where}model: required section is missing; add e.g. `model: {{preset: llama2-7b}}` "
+                "or `model: {hf_config: path/to/config.json}`"
+            )
         return f"{where}{key}: required key is missing"
+    if kind in ("model_type", "dict_type"):
+        msg = "expected a section (a mapping of keys to values)"
     value = err.get("input")
     shown = "" if isinstance(value, dict) else f" = {value!r}"
     return f"{where}{key}{shown}: {msg}"
@@ -173,23 +207,26 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
         )
     lines = _yaml_lines(text)
     base = path.parent
-    for key, value in parse_overrides(overrides or []):
+    overridden: dict[tuple[str, ...], str] = {}
+    for item, (key, value) in zip(overrides or [], parse_overrides(overrides or []), strict=True):
         _apply(data, key, value)
+        overridden[key] = item
     for section in ("model", "device", "fusion"):
         if isinstance(data.get(section), str):
             raw = data[section]
             if section == "fusion" and raw.endswith((".yaml", ".yml")):
                 fpath = Path(_resolve(base, raw) or raw)
-                doc, _ = _read_yaml(fpath)
+                hint = f"`fusion: {raw}` in {path} names an ATB fusion config that is not there"
+                doc, ftext = _read_yaml(fpath, hint)
                 if not isinstance(doc, dict):
-                    raise ConfigError(f"{fpath}: expected a fusion config mapping")
-                data[section] = translate_atb_fusion_config(doc, str(fpath))
+                    raise ConfigError(f"{fpath}: expected an ATB fusion config (fusion_strategy, memory, ...)")
+                data[section] = translate_atb_fusion_config(doc, str(fpath), _yaml_lines(ftext))
             else:
                 data[section] = _expand_shorthand(section, raw)
     fusion = data.get("fusion")
     if isinstance(fusion, dict) and "fusion_strategy" in fusion:
-        data["fusion"] = translate_atb_fusion_config(fusion, "fusion")
-    data.setdefault("name", path.stem)
+        data["fusion"] = translate_atb_fusion_config(fusion, str(path), lines, ("fusion",))
+    data.setdefault("name", re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem))
     model = data.get("model")
     if isinstance(model, dict) and isinstance(model.get("hf_config"), str):
         model["hf_config"] = _resolve(base, model["hf_config"])
@@ -202,4 +239,4 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError([_format_error(e, lines, str(path)) for e in err.errors()]) from None
+        raise ConfigError([_format_error(e, lines, str(path), overridden) for e in err.errors()]) from None

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+KV_REUSE_WITH_PAGED_ATTENTION = (
+    "memory.enable_kv_cache_reuse together with paged attention is refused: ATB's KV-cache reuse and "
+    "vLLM's PagedAttention manage the same cache and conflict (seed 002, pitfall 2). "
+    "Keep paged attention and set enable_kv_cache_reuse: false"
+)
 
 
 class _Section(BaseModel):
@@ -28,6 +34,16 @@ class ModelSection(_Section):
     rms_norm_eps: float | None = Field(default=None, gt=0)
     vocab_size: int | None = Field(default=None, gt=0)
 
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, value: str | None) -> str | None:
+        from atbprof.graph.dims import PRESETS  # lazy: atbprof.graph.dims imports this module
+
+        if value is not None and value not in PRESETS:
+            allowed = ", ".join(PRESETS)
+            raise ValueError(f"unknown preset (allowed: {allowed}; or give model.hf_config: path/to/config.json)")
+        return value
+
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:
         if self.preset and self.hf_config:
@@ -40,6 +56,16 @@ class ModelSection(_Section):
 class DeviceSection(_Section):
     preset: str | None = Field(default="910A", description="910A, 910B1, 910B2, 910B3, 910B4")
     spec: str | None = Field(default=None, description="path to a custom device spec YAML (same fields as presets)")
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, value: str | None) -> str | None:
+        from atbprof.device.spec import PRESETS  # lazy, like ModelSection's check
+
+        if value is not None and value not in PRESETS:
+            allowed = ", ".join(PRESETS)
+            raise ValueError(f"unknown device (allowed: {allowed}; or device.spec: path/to/spec.yaml)")
+        return value
 
 
 class WorkloadSection(_Section):
@@ -101,11 +127,7 @@ class FusionSection(_Section):
     @model_validator(mode="after")
     def _pitfalls(self) -> FusionSection:
         if self.kv_cache_reuse and self.paged_attention:
-            raise ValueError(
-                "memory.enable_kv_cache_reuse together with paged attention is refused: ATB's KV-cache reuse and "
-                "vLLM's PagedAttention manage the same cache and conflict (seed 002, pitfall 2). "
-                "Keep paged attention and set enable_kv_cache_reuse: false"
-            )
+            raise ValueError(KV_REUSE_WITH_PAGED_ATTENTION)
         overlap = set(self.enable) & set(self.disable)
         if overlap:
             raise ValueError(f"rules both enabled and disabled: {', '.join(sorted(overlap))}")

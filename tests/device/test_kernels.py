@@ -1,0 +1,104 @@
+"""Device model invariants over random shapes and devices (Hypothesis)."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from atbprof.device.kernels import evaluate_costs
+from atbprof.device.spec import PRESETS, load_device
+from atbprof.graph.expr import ONE, SKV, SQ, ZERO, B, Lin, T, basis_values
+from atbprof.graph.nodes import Edge, Node, Tensor, Work
+from atbprof.optable.schema import PIPES
+
+DEVICES = {p: load_device(p) for p in PRESETS}
+
+
+def act(width: int, size: int = 2) -> Tensor:
+    return Tensor((B, SQ, Lin(one=width)), "DT_FLOAT16", T * (width * size))
+
+
+def matmul(k: int, n: int, nd: bool = True) -> Node:
+    w = Tensor((Lin(one=k), Lin(one=n)), "DT_FLOAT16", Lin(one=k * n * 2))
+    work = Work("cube", mm=(ONE, T, Lin(one=k), Lin(one=n)), stream_bytes=w.nbytes, kind="MatMulV2" if nd else "BMM")
+    return Node(0, "MatMulV2", "mm", "x", 0, [Edge(-1, act(k))], [act(n)], [w], [work])
+
+
+def vector(width: int, passes: float) -> Node:
+    t = act(width)
+    work = Work("vector", vec_bytes=t.nbytes * passes, vec_flops=t.nbytes * passes, kind="Mul")
+    return Node(0, "Mul", "mul", "x", 0, [Edge(-1, t)], [t], [], [work])
+
+
+def attention(heads: int, hd: int) -> Node:
+    cache = Tensor((B, Lin(one=heads), SKV, Lin(one=hd)), "DT_FLOAT16", Lin(BKV=heads * hd * 2))
+    w1 = Work("cube", mm=(Lin(B=heads), SQ, Lin(one=hd), SKV), stream_bytes=cache.nbytes, kind="BatchMatMulV2")
+    w2 = Work("vector", vec_bytes=Lin(TKV=heads * 4 * 3), kind="SoftmaxV2")
+    w3 = Work("cube", mm=(Lin(B=heads), SQ, SKV, Lin(one=hd)), stream_bytes=cache.nbytes, kind="BatchMatMulV2")
+    return Node(0, "IncreFlashAttention", "fa", "x", 0, [Edge(-1, act(heads * hd))], [act(heads * hd)],
+                [cache, cache], [w1, w2, w3], units=3, icache=True, handoff=[Lin(TKV=heads * 2)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    device=st.sampled_from(PRESETS),
+    batch=st.integers(1, 64),
+    sq=st.sampled_from([1, 1, 7, 128, 2048]),
+    kv=st.integers(1, 32768),
+    k=st.sampled_from([64, 256, 4096, 5120, 8192]),
+    n=st.sampled_from([16, 1024, 11008, 28672, 32000]),
+    width=st.sampled_from([1, 64, 4096, 11008]),
+    passes=st.floats(0.5, 4.0),
+    heads=st.sampled_from([8, 32, 64]),
+    nz=st.booleans(),
+)
+def test_no_kernel_beats_the_roofline(device, batch, sq, kv, k, n, width, passes, heads, nz) -> None:
+    spec = DEVICES[device]
+    nodes = [matmul(k, n), matmul(k, n, nd=False), vector(width, passes), attention(heads, 128)]
+    values = basis_values(batch, np.array([sq]), np.array([max(kv, sq)]))
+    c = evaluate_costs(nodes, spec, values, weights_nz=nz)
+    hbm_floor = (c.hbm_read + c.hbm_write) / (spec.hbm_bytes_per_s / 1e9)
+    flops_floor = c.flops / (spec.peak_flops / 1e9)
+    assert (c.dur > 0).all()
+    assert (c.dur >= hbm_floor * (1 - 1e-9)).all()
+    assert (c.dur >= flops_floor * (1 - 1e-9)).all()
+    for p in PIPES:
+        assert (c.pipes[p] >= 0).all() and (c.pipes[p] <= c.dur).all()
+    assert (c.block_dim >= 1).all()
+    assert (c.block_dim[:2] <= spec.cores.aic).all() and (c.block_dim[2] <= spec.cores.aiv).all()
+
+
+def test_static_cost_makes_tiny_kernels_launch_bound() -> None:
+    spec = DEVICES["910A"]
+    c = evaluate_costs([vector(1, 1.0)], spec, basis_values(1, np.array([1]), np.array([1])))
+    assert c.bound[0, 0] == 2  # launch
+    assert abs(c.dur[0, 0] - spec.static_cost_us.vector * 1e3) < 200
+
+
+def test_gemv_streams_weights_at_the_calibrated_fraction_of_hbm() -> None:
+    spec = DEVICES["910A"]
+    vals = basis_values(1, np.array([1]), np.array([1]))
+    nd = evaluate_costs([matmul(4096, 11008)], spec, vals).dur[0, 0]
+    nz = evaluate_costs([matmul(4096, 11008)], spec, vals, weights_nz=True).dur[0, 0]
+    weight = 4096 * 11008 * 2
+    assert nd > nz
+    # ND weights: about weight / (gemv_nd * HBM); NZ: about weight / (hbm_stream * HBM)
+    assert abs(nd - weight / (spec.efficiency.gemv_nd * 1200)) / nd < 0.15
+    assert abs(nz - weight / (spec.efficiency.hbm_stream * 1200)) / nz < 0.15
+
+
+def test_large_gemm_is_compute_bound_near_measured_peak() -> None:
+    spec = DEVICES["910A"]
+    vals = basis_values(1, np.array([4096]), np.array([4096]))
+    c = evaluate_costs([matmul(8192, 8192, nd=False)], spec, vals)
+    achieved = c.flops[0, 0] / c.dur[0, 0] * 1e9
+    assert c.bound[0, 0] == 0
+    assert 0.6 * 216e12 < achieved <= spec.peak_flops  # AIBench measured 216 TFLOPS
+
+
+def test_split_cores_pay_the_l2_handoff() -> None:
+    node = attention(32, 128)
+    vals = basis_values(1, np.array([2048]), np.array([2048]))
+    a2 = evaluate_costs([node], DEVICES["910B2"], vals)
+    assert a2.task_type[0] == 2 and a2.mix_block_dim[0, 0] == 2 * a2.block_dim[0, 0]
+    a1 = evaluate_costs([node], DEVICES["910A"], vals)
+    assert a1.task_type[0] == 0 and a1.mix_block_dim[0, 0] == 0
