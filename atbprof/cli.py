@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from atbprof import __version__
-from atbprof.errors import AtbprofError
+from atbprof.errors import AtbprofError, ConfigError
 
 app = typer.Typer(
     add_completion=False,
@@ -52,7 +52,7 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
 ) -> None:
     """Simulate LLaMA layers on a modelled Ascend NPU and write ops.parquet, run.json and trace.json.gz."""
-    from atbprof.config import load_config
+    from atbprof.config import RunConfig, load_config
     from atbprof.render.run_summary import render_run, run_json
     from atbprof.run import run_simulation
 
@@ -61,6 +61,14 @@ def run(
         if fusion is not None:
             overrides.append(f"fusion={fusion}")
         cfg = load_config(config, overrides)
+        try:
+            simulate_and_render(cfg)
+        except ConfigError as exc:  # found while resolving presets/rules: name the config it came from
+            if exc.source is not None:
+                raise
+            raise ConfigError(exc.problems, source=str(config)) from exc
+
+    def simulate_and_render(cfg: RunConfig) -> None:
         err = Console(stderr=True)
         if format_ is OutputFormat.rich and err.is_terminal:
             with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("ops"),

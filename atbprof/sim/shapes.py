@@ -15,8 +15,36 @@ def _spec(tensors: list[Tensor]) -> tuple[tuple[tuple[float, ...], ...], ...]:
     return tuple(t.dims_key() for t in tensors)
 
 
-def _fmt(spec: tuple[tuple[tuple[float, ...], ...], ...], values: np.ndarray) -> str:
-    return ";".join(",".join(str(int(round(float(np.dot(d, values))))) for d in dims) for dims in spec)
+class _Template:
+    """A shape spec as a format string: constant dims inlined, step-dependent dims as `{}` fields."""
+
+    fmt: str
+    coef: np.ndarray
+
+    @classmethod
+    def for_batch(cls, spec: tuple[tuple[tuple[float, ...], ...], ...], batch: int) -> _Template:
+        t = cls.__new__(cls)
+        fields: list[tuple[float, ...]] = []
+        tensors = []
+        for dims in spec:
+            parts = []
+            for d in dims:
+                if np.asarray(d)[_VARYING].any():
+                    parts.append("{}")
+                    fields.append(d)
+                else:  # only `one` and `B` terms: constant for the run
+                    parts.append(str(round(d[0] + d[1] * batch)))
+            tensors.append(",".join(parts))
+        t.fmt = ";".join(tensors)
+        t.coef = np.array(fields, dtype=np.float64).reshape(len(fields), len(BASIS))
+        return t
+
+    def render(self, values: np.ndarray) -> list[str]:
+        """Strings for each column of `values` (BASIS x steps)."""
+        if not len(self.coef):
+            return [self.fmt] * values.shape[1]
+        dims = np.rint(self.coef @ values).astype(np.int64).T.tolist()
+        return [self.fmt.format(*row) for row in dims]
 
 
 class ShapeColumns:
@@ -38,6 +66,7 @@ class ShapeColumns:
             kind: np.array([any(np.asarray(d)[_VARYING].any() for dims in spec for d in dims) for spec in specs])
             for kind, specs in self.specs.items()
         }
+        self._templates: dict[tuple[str, int], list[_Template]] = {}
         self.dtypes = {
             "in": [";".join([e.tensor.dtype for e in n.inputs] + [p.dtype for p in n.params]) for n in nodes],
             "out": [";".join(t.dtype for t in n.outputs) for n in nodes],
@@ -50,10 +79,11 @@ class ShapeColumns:
         varies = self.varies[kind]
         strings: list[str] = []
         offset = np.empty(len(specs), dtype=np.int64)
-        for s, spec in enumerate(specs):
+        batch = int(values[1, 0])
+        templates = self._templates.setdefault((kind, batch), [_Template.for_batch(spec, batch) for spec in specs])
+        for s, tmpl in enumerate(templates):
             offset[s] = len(strings)
-            cols = range(n_steps) if varies[s] else range(1)
-            strings.extend(_fmt(spec, values[:, c]) for c in cols)
+            strings.extend(tmpl.render(values if varies[s] else values[:, :1]))
         idx = self.index[kind]
         step_off = np.arange(n_steps)[:, None] * varies[idx][None, :]
         indices = (offset[idx][None, :] + step_off).ravel().astype(np.int32)

@@ -30,12 +30,18 @@ PID_HOST, PID_DEVICE, PID_OVERLAP, PID_MODEL = 1, 2, 3, 4
 STREAM0_TID = 65536
 """tid of stream 0 (Perfetto merges tid 0 into the process's main thread)."""
 BLOCK_NAMES = {"attn": "attention", "ffn": "ffn", "head": "head"}
-SHAPE_KEYS = {
+STATIC_KEYS = {
+    "task_type": "Task Type",
+    "op_type": "OP Type",
+    "role": "role",
+    "block_dim": "Block Dim",
     "input_shapes": "Input Shapes",
     "input_dtypes": "Input Data Types",
     "output_shapes": "Output Shapes",
     "output_dtypes": "Output Data Types",
+    "bound": "bound",
 }
+"""Op attributes emitted as one text piece per distinct combination."""
 RATIO_KEYS = {p: {"mac": "aic_mac_ratio", "vec": "aiv_vec_ratio"}.get(p, f"{p}_ratio") for p in PIPES}
 LEVELS = ("step", "layer", "block")
 _CHUNK = 1 << 15  # rows per pass: bounds temporaries, keeps int32 offsets far from overflow
@@ -80,32 +86,87 @@ def _sequential(start: np.ndarray, end: np.ndarray, last_end: int) -> tuple[np.n
     return s, e, max(last_end, int(e.max()))
 
 
-class _Asm:
-    """Rows of text = pieces concatenated per row, built as one `take` from a pool of strings."""
+class _Static:
+    """Lookup tables and literals shared by all assemblers of a writer: chunk 0 of every `take`."""
 
-    def __init__(self, n: int, valid: np.ndarray | None = None) -> None:
-        self.n, self.valid, self.size = n, valid, 0
+    def __init__(self) -> None:
         self.parts: list[pa.Array] = []
-        self.cols: list[tuple[np.ndarray | int, np.ndarray | None]] = []
-        self.lits: dict[str, int] = {"": 0}
+        self.size = 0
+        self.index: dict[tuple[Any, ...], int] = {}
+        self.array: pa.Array | None = None
+
+    def get(self, key: tuple[Any, ...], build: Callable[[], list[str]]) -> int:
+        """Offset of the table `key` in the pool (built on first use)."""
+        base = self.index.get(key)
+        if base is None:
+            arr = pa.array(build(), pa.string())
+            base = self.index[key] = self.size
+            self.parts.append(arr)
+            self.size += len(arr)
+            self.array = None
+        return base
+
+    def pool(self) -> pa.Array:
+        if self.array is None:
+            self.array = pa.concat_arrays(self.parts)
+        return self.array
+
+
+class _Asm:
+    """Rows of text = pieces concatenated per row, built as one `take` from [static tables, dynamic columns]."""
+
+    def __init__(self, st: _Static, n: int, valid: np.ndarray | None = None) -> None:
+        self.st, self.n, self.valid = st, n, valid
+        self.dyn: list[pa.Array] = []
+        self.dsize = 0
+        self.cols: list[tuple[bool, np.ndarray | int, np.ndarray | None]] = []  # (dynamic?, index, valid)
+        self.memo: dict[Any, tuple[np.ndarray, Any]] = {}  # casts / divisions, reused (keeps the key alive)
 
     def lit(self, s: str, masked: bool = False) -> None:
         """A literal piece; `masked` pieces are empty on rows where `valid` is False."""
-        self.cols.append((-1 - self.lits.setdefault(s, len(self.lits)), self.valid if masked else None))
+        self.cols.append((False, self.st.get(("lit", s), lambda: [s]), self.valid if masked else None))
+
+    def table(self, key: tuple[Any, ...], build: Callable[[], list[str]], idx: np.ndarray, valid: Any = None) -> None:
+        self.cols.append((False, self.st.get(key, build) + idx, valid))
 
     def add(self, arr: pa.Array, idx: np.ndarray | None = None, valid: np.ndarray | None = None) -> None:
         """arr[idx[row]] per row (idx None: arr is row-aligned); empty where `valid` is False."""
-        self.parts.append(arr)
-        self.cols.append((self.size + (np.arange(self.n) if idx is None else idx), valid))
-        self.size += len(arr)
+        self.cols.append((True, self.dsize + (np.arange(self.n) if idx is None else idx), valid))
+        self.dyn.append(arr)
+        self.dsize += len(arr)
+
+    def int(self, v: np.ndarray, pre: str = "", suf: str = "", valid: np.ndarray | None = None) -> None:
+        """Decimal text of int64 `v` between `pre` and `suf`: small values by table lookup, others cast."""
+        if len(v) and v.min() >= -1 and v.max() < _SMALL:
+            size = min(_SMALL, 1 << int(v.max() + 2).bit_length())
+            self.table(("int", pre, suf, size), lambda: [f"{pre}{i - 1}{suf}" for i in range(size + 1)], v + 1, valid)
+            return
+        if pre:
+            self.lit(pre, valid is not None)
+        if id(v) not in self.memo:
+            self.memo[id(v)] = (v, pc.cast(pa.array(v), pa.string()))
+        self.add(self.memo[id(v)][1], None, valid)
+        if suf:
+            self.lit(suf, valid is not None)
+
+    def fixed3(self, v: np.ndarray, suf: str = "", valid: np.ndarray | None = None, pre: str = "") -> None:
+        """`v` (non-negative thousandths, e.g. ns) as "<v // 1000>.<3 digits>" between `pre` and `suf`."""
+        if ("q", id(v)) not in self.memo:
+            self.memo["q", id(v)] = (v, v // 1000, v % 1000)
+        _, q, r = self.memo["q", id(v)]
+        self.int(q, pre, "", valid)
+        self.table(("frac", suf), lambda: [f".{i:03d}{suf}" for i in range(1000)], r, valid)
 
     def text(self) -> pa.Array:
+        """One string per row."""
+        empty = self.st.get(("lit", ""), lambda: [""])
+        static = self.st.pool()
         perm = np.empty((self.n, len(self.cols)), np.int32)
-        for j, (col, valid) in enumerate(self.cols):
-            col = self.size - 1 - col if isinstance(col, int) else col
-            perm[:, j] = col if valid is None else np.where(valid, col, self.size)
-        pool = pa.concat_arrays([*self.parts, pa.array(list(self.lits), pa.string())])
-        pieces = pool.take(pa.array(perm.reshape(-1)))
+        for j, (dyn, col, valid) in enumerate(self.cols):
+            col = col + len(static) if dyn else col
+            perm[:, j] = col if valid is None else np.where(valid, col, empty)
+        pieces = pa.chunked_array([static, *self.dyn], pa.string()).take(pa.array(perm.reshape(-1)))
+        pieces = pieces.chunk(0) if pieces.num_chunks == 1 else pieces.combine_chunks()
         _, offsets, data = pieces.buffers()
         rows = np.frombuffer(offsets, np.int32, self.n * len(self.cols) + 1, pieces.offset * 4)[:: len(self.cols)]
         return pa.Array.from_buffers(pa.string(), self.n, [None, pa.py_buffer(rows.copy()), data])
@@ -163,7 +224,6 @@ class ChromeTraceWriter:
         self._atomic: AbstractContextManager[Path] | None = None
         self._raw: IO[bytes] | None = None
         self._gz: igzip.IGzipFile | None = None
-        self._tables: dict[tuple[str, ...], pa.Array] = {}
 
     # -- RunWriter -------------------------------------------------------------------------------------------
     def open(self, directory: Path, meta: TraceMeta) -> None:
@@ -172,13 +232,14 @@ class ChromeTraceWriter:
         self.meta, self._host_tid = meta, meta.host_tid
         self._streams: set[int] = set()  # streams whose thread metadata is written
         self._streams_seen: set[int] = set()
-        self._frags: dict[str, tuple[pa.Array, pa.Array]] = {}
+        self._frags: dict[str, tuple[pa.Array, list[str]]] = {}
         self._codes: dict[str, dict[str, int]] = {"role": {}, "phase": {}}  # block / phase name -> code
         self._busy: tuple[int, int] | None = None  # the open Computing interval
         self._runs = {level: _Runs() for level in LEVELS}
         self._last_end = dict.fromkeys((*LEVELS, "host"), _NO_END)
         self._n_ops = self._n_launch = 0
         self._pending = bytearray()
+        self._st = _Static()
         self._atomic = atomic_path(Path(directory) / self.filename)
         tmp = self._atomic.__enter__()
         try:
@@ -269,39 +330,32 @@ class ChromeTraceWriter:
         return out
 
     # -- text pieces -----------------------------------------------------------------------------------------
-    def _table(self, key: tuple[str, ...], n: int, fmt: Callable[[int], str]) -> pa.Array:
-        """A cached lookup table [fmt(0), ..., fmt(n-1)] (rebuilt larger when a bigger n is needed)."""
-        t = self._tables.get(key)
-        if t is None or len(t) < n:
-            t = self._tables[key] = pa.array([fmt(i) for i in range(n)], pa.string())
-        return t
-
-    def _int(
-        self, a: _Asm, v: np.ndarray, pre: str = "", suf: str = "", valid: np.ndarray | None = None
-    ) -> None:
-        """Decimal text of int64 `v` (small values by table lookup, others cast)."""
-        if len(v) and v.min() >= -1 and v.max() < _SMALL:
-            size = min(_SMALL, 1 << int(v.max() + 2).bit_length())
-            a.add(self._table(("int", pre, suf), size + 1, lambda i: f"{pre}{i - 1}{suf}"), v + 1, valid)
-            return
-        masked = valid is not None
-        a.lit(pre, masked)
-        a.add(pc.cast(pa.array(v), pa.string()), None, valid)
-        a.lit(suf, masked)
-
-    def _fixed3(self, a: _Asm, v: np.ndarray, suf: str = "", valid: np.ndarray | None = None) -> None:
-        """`v` (non-negative thousandths, e.g. ns) as "<v // 1000>.<3 digits>" then `suf`."""
-        self._int(a, v // 1000, "", "", valid)
-        a.add(self._table(("frac", suf), 1000, lambda i: f".{i:03d}{suf}"), v % 1000, valid)
-
-    def _frag(self, col: pa.Array, key: str, fmt: Callable[[str], str] = _js) -> tuple[pa.Array, np.ndarray]:
+    def _frag(self, col: pa.Array, key: str, fmt: Callable[[Any], str] = _js) -> tuple[list[str], np.ndarray]:
         """JSON text per dictionary value (each escaped once) and the row indices into it."""
         if not pa.types.is_dictionary(col.type):
             col = pc.dictionary_encode(col)
         d, hit = col.dictionary, self._frags.get(key)
         if hit is None or not (hit[0] is d or hit[0].equals(d)):
-            hit = self._frags[key] = (d, pa.array([fmt(v) for v in d.to_pylist()], pa.string()))
-        return hit[1], col.indices.to_numpy(zero_copy_only=False)
+            hit = self._frags[key] = (d, [fmt(v) for v in d.to_pylist()])
+        return hit[1], col.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+    @staticmethod
+    def _combine(frags: list[tuple[list[str], np.ndarray]], suf: str) -> tuple[pa.Array, np.ndarray]:
+        """Several dictionary fragments as one piece: the text of each distinct combination, built once."""
+        key, radix = np.zeros(len(frags[0][1]), np.int64), 1
+        for texts, idx in frags:
+            radix *= len(texts)
+            if radix >= 1 << 62:
+                raise OverflowError("too many distinct op attribute combinations")  # pragma: no cover
+            key = key * len(texts) + idx
+        enc = pc.dictionary_encode(pa.array(key))
+        combos, rem = [], enc.dictionary.to_numpy().copy()
+        for texts, _ in reversed(frags):
+            combos.append(rem % len(texts))
+            rem //= len(texts)
+        lists = [texts for texts, _ in frags]
+        out = ["".join(map(list.__getitem__, lists, ix)) + suf for ix in zip(*reversed([c.tolist() for c in combos]))]
+        return pa.array(out, pa.string()), enc.indices.to_numpy()
 
     def _code(self, col: pa.Array, kind: str, fn: Callable[[str], str]) -> np.ndarray:
         table = self._codes[kind]
@@ -322,22 +376,22 @@ class ChromeTraceWriter:
         self._streams_seen.update(pc.unique(c("stream_id")).to_pylist())
         s = col["task_start_ns"]
         e = s + col["task_dur_ns"]
-        a = _Asm(b.num_rows, valid)
+        a = _Asm(self._st, b.num_rows, valid)
         for text, at in (self._overlap(s, e), *self._groups(b, s, e)):
             if len(at):
                 idx, hit = np.zeros(len(s), np.int64), np.zeros(len(s), bool)
                 idx[at], hit[at] = np.arange(len(at)), True
                 a.add(text, idx, hit)
         conn = pc.cast(pa.array(col["op_index"] + 1), pa.string())
-        name = self._frag(c("op_name"), "name")
+        names, name_idx = self._frag(c("op_name"), "name")
+        name = (pa.array(names, pa.string()), name_idx)
         if h.null_count < len(h):
             self._host(a, hs, hd, name, conn)
         sid = np.where(col["stream_id"] == 0, STREAM0_TID, col["stream_id"])
         self._device(a, b, col, sid, name, conn)
         if h.null_count < len(h):
-            a.lit(',\n{"name":"HostToDevice","pid":2,"tid":', True)
-            self._int(a, sid, "", ',"ts":', valid)
-            self._fixed3(a, s, ',"ph":"f","bp":"e","cat":"HostToDevice","id":', valid)
+            a.int(sid, ',\n{"name":"HostToDevice","pid":2,"tid":', ',"ts":', valid)
+            a.fixed3(s, ',"ph":"f","bp":"e","cat":"HostToDevice","id":', valid)
             a.add(conn, None, valid)
             a.lit("}", True)
         self._write(_text(a.text()))
@@ -348,54 +402,42 @@ class ChromeTraceWriter:
         self, a: _Asm, hs: np.ndarray, hd: np.ndarray, name: tuple[pa.Array, np.ndarray], conn: pa.Array
     ) -> None:
         v, tid = a.valid, self._host_tid
-        a.lit(f',\n{{"name":"Node@launch","pid":1,"tid":{tid},"ts":', True)
-        self._fixed3(a, hs, ',"dur":', v)
-        self._fixed3(a, hd, ',"ph":"X","args":{"item_id":', v)
+        a.fixed3(hs, ',"dur":', v, f',\n{{"name":"Node@launch","pid":1,"tid":{tid},"ts":')
+        a.fixed3(hd, ',"ph":"X","args":{"item_id":', v)
         a.add(*name, v)
         a.lit(',"level":"node","connection_id":', True)
         a.add(conn, None, v)
-        a.lit(f'}}}},\n{{"name":"HostToDevice","pid":1,"tid":{tid},"ts":', True)
-        self._fixed3(a, hs, ',"ph":"s","cat":"HostToDevice","id":', v)
+        a.fixed3(hs, ',"ph":"s","cat":"HostToDevice","id":', v, f'}}}},\n{{"name":"HostToDevice","pid":1,"tid":{tid},"ts":')
         a.add(conn, None, v)
         a.lit("}", True)
 
-    def _device(
-        self,
-        a: _Asm,
-        b: pa.RecordBatch,
-        col: dict[str, np.ndarray],
-        sid: np.ndarray,
-        name: Any,
-        conn: pa.Array,
-    ) -> None:
+    def _device(self, a: _Asm, b: pa.RecordBatch, col: dict[str, np.ndarray], sid: np.ndarray, name: Any, conn: pa.Array) -> None:
         c = b.column
         a.lit(',\n{"name":')
         a.add(*name)
-        self._int(a, sid, ',"pid":2,"tid":', ',"ts":')
-        self._fixed3(a, col["task_start_ns"], ',"dur":')
-        self._fixed3(a, col["task_dur_ns"], ',"ph":"X","cat":"Task","args":{"Model Id":4294967295')
-        a.add(*self._frag(c("task_type"), "task_type", lambda v: f',"Task Type":{_js(v)}'))
-        self._int(a, col["stream_id"], ',"Physic Stream Id":')
-        self._int(a, c("task_id").to_numpy(), ',"Task Id":', ',"Batch Id":0,"Subtask Id":0,"connection_id":')
+        a.int(sid, ',"pid":2,"tid":', ',"ts":')
+        a.fixed3(col["task_start_ns"], ',"dur":')
+        a.fixed3(col["task_dur_ns"], ',"ph":"X","cat":"Task","args":{"Model Id":4294967295,"Physic Stream Id":')
+        a.int(col["stream_id"], "", ',"Task Id":')
+        a.int(c("task_id").to_numpy(), "", ',"Batch Id":0,"Subtask Id":0,"connection_id":')
         a.add(conn)
-        a.add(*self._frag(c("op_type"), "op_type", lambda v: f',"OP Type":{_js(v)}'))
-        a.add(*self._frag(c("role"), "role", lambda v: f',"role":{_js(v)}'))
-        self._int(a, c("layer").to_numpy(), ',"layer":')
-        self._int(a, c("step").to_numpy(), ',"step":')
-        self._int(a, c("block_dim").to_numpy(), ',"Block Dim":')
-        for k, key in SHAPE_KEYS.items():
-            a.add(*self._frag(c(k), k, lambda v, key=key: f',"{key}":{_js(v)}'))
-        a.add(*self._frag(c("bound"), "bound", lambda v: f',"bound":{_js(v)}'))
-        fused = pc.binary_join(c("fused_from"), "+")
-        a.add(*self._frag(fused, "fused", lambda v: f',"fused_from":{_js(v)}' if v else ""))
-        self._int(a, (c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy()), ',"hbm_bytes":')
-        self._int(a, c("flops").to_numpy(), ',"flops":')
+        a.int(c("layer").to_numpy(), ',"layer":')
+        a.int(c("step").to_numpy(), ',"step":')
+        a.int(c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy(), ',"hbm_bytes":')
+        a.int(c("flops").to_numpy(), ',"flops":')
         for p in PIPES:
             milli = np.rint(np.nan_to_num(c(f"{p}_ratio").to_numpy().astype(np.float64) * 1000.0))
             milli = np.clip(milli, 0, 1 << 40).astype(np.int64)
-            a.lit(f',"{RATIO_KEYS[p]}":')
-            self._fixed3(a, milli)
-        a.lit("}}")
+            key = f',"{RATIO_KEYS[p]}":'
+            if milli.max() <= 1000:
+                a.table(("ratio", key), lambda key=key: [f"{key}{_us(i)}" for i in range(1001)], milli)
+            else:
+                a.fixed3(milli, "", None, key)
+        fmts = {k: f',"{label}":{{}}' for k, label in STATIC_KEYS.items()}
+        frags = [self._frag(c(k), k, lambda v, f=f: f.format(_js(v))) for k, f in fmts.items()]
+        fused = pc.binary_join(c("fused_from"), "+")
+        frags.append(self._frag(fused, "fused", lambda v: f',"fused_from":{_js(v)}' if v else ""))
+        a.add(*self._combine(frags, "}}"))
 
     def _overlap(self, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         """Merge busy intervals (touching tasks coalesce): closed Computing intervals and the Free gaps."""
@@ -408,11 +450,10 @@ class ChromeTraceWriter:
         self._busy = (int(starts[-1]), int(cm[-1]))
         if len(closed) == 0:
             return pa.array([], pa.string()), closed
-        a, ends = _Asm(len(closed)), prev[closed]
+        a, ends = _Asm(self._st, len(closed)), prev[closed]
         for tid, name, lo, hi in ((1, "Computing", starts[:-1], ends), (2, "Free", ends, s[closed])):
-            a.lit(f',\n{{"name":"{name}","pid":3,"tid":{tid},"ts":')
-            self._fixed3(a, lo, ',"dur":')
-            self._fixed3(a, hi - lo, ',"ph":"X"}')
+            a.fixed3(lo, ',"dur":', None, f',\n{{"name":"{name}","pid":3,"tid":{tid},"ts":')
+            a.fixed3(hi - lo, ',"ph":"X"}')
         return a.text(), closed
 
     def _groups(self, b: pa.RecordBatch, s: np.ndarray, e: np.ndarray) -> list[tuple[pa.Array, np.ndarray]]:
@@ -455,7 +496,7 @@ class ChromeTraceWriter:
                     + f',\n{{"name":"AI Core utilization",{zero}{{"%":0.000}}}}'
                 )
             return pa.array(out, pa.string())
-        a = _Asm(len(start))
+        a = _Asm(self._st, len(start))
         if level == "layer":
             labels = [
                 f'"layer {ly}"' if ly >= 0 else _js(names["role"][bk])
@@ -465,18 +506,16 @@ class ChromeTraceWriter:
             labels = [_js(names["role"][bk]) for bk in cols[2].tolist()]
         a.lit(',\n{"name":')
         a.add(pa.array(labels, pa.string()))
-        a.lit(f',"pid":4,"tid":{LEVELS.index(level) + 1},"ts":')
-        self._fixed3(a, start, ',"dur":')
-        self._fixed3(a, end - start, ',"ph":"X"}')
+        a.fixed3(start, ',"dur":', None, f',"pid":4,"tid":{LEVELS.index(level) + 1},"ts":')
+        a.fixed3(end - start, ',"ph":"X"}')
         if level == "block":
             span = (end - start).astype(np.float64)
             rate = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0)
-            a.lit(',\n{"name":"HBM bandwidth","pid":2,"ts":')
-            self._fixed3(a, start, ',"ph":"C","args":{"GB/s":')
+            a.fixed3(start, ',"ph":"C","args":{"GB/s":', None, ',\n{"name":"HBM bandwidth","pid":2,"ts":')
             gbps = np.rint(cols[-2] * rate * 1000.0).astype(np.int64)  # bytes/ns = GB/s
-            self._fixed3(a, gbps, '}},\n{"name":"AI Core utilization","pid":2,"ts":')
-            self._fixed3(a, start, ',"ph":"C","args":{"%":')
-            self._fixed3(a, np.rint(cols[-1] * rate * 100_000.0).astype(np.int64), "}}")
+            a.fixed3(gbps, '}},\n{"name":"AI Core utilization","pid":2,"ts":')
+            a.fixed3(start, ',"ph":"C","args":{"%":')
+            a.fixed3(np.rint(cols[-1] * rate * 100_000.0).astype(np.int64), "}}")
         return a.text()
 
     # -- close -----------------------------------------------------------------------------------------------
