@@ -80,7 +80,7 @@ def run(
         if format_ is OutputFormat.json:
             sys.stdout.write(orjson.dumps(run_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
-            render_run(result, Console(highlight=False))
+            render_run(result, Console(highlight=False, soft_wrap=True))
 
     _guard(body, verbose)
 

@@ -148,6 +148,7 @@ def run_simulation(
             "summary": summary.model_dump(mode="json"),
         }
         (tmp / "run.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+        tmp.chmod(0o755)  # mkdtemp makes it private; a run directory is an ordinary directory
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)

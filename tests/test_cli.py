@@ -198,9 +198,7 @@ def test_fusion_none_runs_more_ops_per_decode_step(tmp_path: Path) -> None:
     fused = run_json(tmp_path / "fused")["summary"]
     unfused = run_json(tmp_path / "unfused", "--fusion", "none")["summary"]
     assert unfused["ops_per_decode_step"] > fused["ops_per_decode_step"]
-    assert unfused["fusion_fired"] == {"prefill": {}, "decode": {}} or not any(
-        unfused["fusion_fired"].values()
-    )
+    assert not any(unfused["fusion_fired"].values())
     assert any(fused["fusion_fired"].values())
 
 

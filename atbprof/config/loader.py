@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +144,10 @@ def translate_atb_fusion_config(
             problems.append(problem(("fusion_strategy", flag), f" = {value!r}: expected true or false"))
         elif value:
             enable.extend(ATB_FLAG_RULES[flag])
-    if memory.get("enable_kv_cache_reuse") and memory.get("paged_attention"):
+    for key in ("enable_kv_cache_reuse", "enable_activation_checkpoint", "paged_attention"):
+        if key in memory and not isinstance(memory[key], bool):
+            problems.append(problem(("memory", key), f" = {memory[key]!r}: expected true or false"))
+    if memory.get("enable_kv_cache_reuse") is True and memory.get("paged_attention") is True:
         pitfall = f" = true: {KV_REUSE_WITH_PAGED_ATTENTION}"
         problems.append(problem(("memory", "enable_kv_cache_reuse"), pitfall))
     if problems:
@@ -152,8 +156,8 @@ def translate_atb_fusion_config(
         "strategy": "none",
         "enable": enable,
         "source_format": "atb_fusion_config",
-        "kv_cache_reuse": bool(memory.get("enable_kv_cache_reuse", False)),
-        "paged_attention": bool(memory.get("paged_attention", False)),
+        "kv_cache_reuse": memory.get("enable_kv_cache_reuse", False),
+        "paged_attention": memory.get("paged_attention", False),
     }
     if "softmax_fusion_max_seq" in performance:
         out["softmax_fusion_max_seq"] = performance["softmax_fusion_max_seq"]
@@ -163,7 +167,7 @@ def translate_atb_fusion_config(
 
 
 def _format_error(
-    err: dict[str, Any],
+    err: Mapping[str, Any],
     lines: dict[tuple[str, ...], int],
     source: str,
     overridden: dict[tuple[str, ...], str] | None = None,
@@ -172,7 +176,8 @@ def _format_error(
     loc = tuple(str(p) for p in err["loc"])
     key = ".".join(loc) or "(top level)"
     prefixes = [loc[:n] for n in range(len(loc), 0, -1)]
-    item = next((overridden[p] for p in prefixes if p in (overridden or {})), None)
+    overridden = overridden or {}
+    item = next((overridden[p] for p in prefixes if p in overridden), None)
     line = next((lines[p] for p in prefixes if p in lines), None)
     where = f"{source}, --set {item}: " if item else f"{source} line {line}: " if line else f"{source}: "
     kind = err["type"]
@@ -216,10 +221,12 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
             raw = data[section]
             if section == "fusion" and raw.endswith((".yaml", ".yml")):
                 fpath = Path(_resolve(base, raw) or raw)
-                hint = f"`fusion: {raw}` in {path} names an ATB fusion config that is not there"
-                doc, ftext = _read_yaml(fpath, hint)
+                named = f"`fusion: {raw}` in {path}"
+                if ("fusion",) in overridden:
+                    named = f"--set {overridden[('fusion',)]}"
+                doc, ftext = _read_yaml(fpath, f"{named} names an ATB fusion config that is not there")
                 if not isinstance(doc, dict):
-                    raise ConfigError(f"{fpath}: expected an ATB fusion config (fusion_strategy, memory, ...)")
+                    raise ConfigError(f"{fpath}: expected an ATB fusion config (fusion_strategy, memory)")
                 data[section] = translate_atb_fusion_config(doc, str(fpath), _yaml_lines(ftext))
             else:
                 data[section] = _expand_shorthand(section, raw)

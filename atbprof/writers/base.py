@@ -45,6 +45,7 @@ def atomic_path(final: Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the final file is an ordinary file
         os.replace(tmp, final)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

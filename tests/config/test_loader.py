@@ -292,7 +292,7 @@ def test_seed002_fixture_resolves_the_atb_file_next_to_it(
     assert cfg.execution.mode == "graph"
 
 
-def test_atb_flags_cover_every_rule_in_the_mapping() -> None:
+def test_atb_flag_names_match_the_allowed_list() -> None:
     assert ", ".join(ATB_FLAG_RULES) == ATB_FLAGS
 
 
@@ -349,6 +349,19 @@ def test_missing_atb_file(tmp_path: Path) -> None:
         f"missing.yaml: no such file; `fusion: missing.yaml` in {path} "
         "names an ATB fusion config that is not there"
     ]
+
+
+def test_missing_atb_file_from_an_override(tmp_path: Path) -> None:
+    path = write(tmp_path, TINY_MODEL)
+    assert problems(path, ["fusion=missing.yaml"]) == [
+        "missing.yaml: no such file; --set fusion=missing.yaml names an ATB fusion config that is not there"
+    ]
+
+
+def test_atb_file_that_is_not_a_mapping(tmp_path: Path) -> None:
+    atb = write(tmp_path, "- qkv_fusion\n", "atb.yaml")
+    path = write(tmp_path, f"{TINY_MODEL}fusion: atb.yaml\n")
+    assert problems(path) == [f"{atb}: expected an ATB fusion config (fusion_strategy, memory)"]
 
 
 def test_atb_file_passed_as_the_run_config() -> None:
