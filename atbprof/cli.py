@@ -36,7 +36,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
 ) -> None:
     """Simulate, trace and compare fused vs unfused LLaMA inference on Ascend."""
 
@@ -48,7 +50,9 @@ def run(
     out: Annotated[Path | None, typer.Option(help="Output directory (default traces/<name>).")] = None,
     force: Annotated[bool, typer.Option(help="Replace an existing output directory.")] = False,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: KEY.PATH=VALUE.")] = None,
-    format_: Annotated[OutputFormat, typer.Option("--format", help="Summary as rich text or JSON.")] = OutputFormat.rich,
+    format_: Annotated[
+        OutputFormat, typer.Option("--format", help="Summary as rich text or JSON.")
+    ] = OutputFormat.rich,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
 ) -> None:
     """Simulate LLaMA layers on a modelled Ascend NPU and write ops.parquet, run.json and trace.json.gz."""
@@ -71,10 +75,19 @@ def run(
     def simulate_and_render(cfg: RunConfig) -> None:
         err = Console(stderr=True)
         if format_ is OutputFormat.rich and err.is_terminal:
-            with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("ops"),
-                          TimeRemainingColumn(), console=err, transient=True) as bar:
+            with Progress(
+                TextColumn("simulating"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("ops"),
+                TimeRemainingColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
                 task = bar.add_task("run", total=None)
-                result = run_simulation(cfg, out, force, lambda done, total: bar.update(task, completed=done, total=total))
+                result = run_simulation(
+                    cfg, out, force, lambda done, total: bar.update(task, completed=done, total=total)
+                )
         else:
             result = run_simulation(cfg, out, force)
         if format_ is OutputFormat.json:

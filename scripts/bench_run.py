@@ -42,7 +42,9 @@ print(json.dumps({"seconds": el, "ops": res.summary.ops_total,
 def measure(config: Path, out: Path, overrides: list[str]) -> dict[str, float]:
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(ROOT), str(config), str(out), *overrides],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -71,8 +73,11 @@ def main() -> None:
             runs = [measure(config, Path(tmp) / "out", ov) for _ in range(args.repeat)]
             sec = statistics.median(r["seconds"] for r in runs)
             ops = runs[0]["ops"]
-            print(f"{label:40s} {ops:10,.0f} {sec:8.2f} {ops / sec:11,.0f} {max(r['rss_mb'] for r in runs):7.0f}MB"
-                  f" {runs[0]['bytes'] / 1e6:7.0f}MB", flush=True)
+            print(
+                f"{label:40s} {ops:10,.0f} {sec:8.2f} {ops / sec:11,.0f} {max(r['rss_mb'] for r in runs):7.0f}MB"
+                f" {runs[0]['bytes'] / 1e6:7.0f}MB",
+                flush=True,
+            )
         print()
         print("memory vs decode tokens (fusion none, parquet + trace):")
         for n in (256, 1024) if not args.quick else (32, 128):

@@ -42,18 +42,25 @@ def gain(b: RunSummary, f: RunSummary) -> float:
 def table() -> None:
     b, f = pair()
     print("Seed 000: LLaMA-2-7B fp16, Ascend 910 (910A), batch 1, prompt 512, 128 tokens; ms per decode token")
-    print(f"{'row':28s} {'seed base':>9s} {'sim base':>9s} {'seed fused':>10s} {'sim fused':>9s} {'seed saved':>10s} {'sim saved':>9s}")
+    heads = ("seed base", "sim base", "seed fused", "sim fused", "seed saved", "sim saved")
+    print(f"{'row':28s} " + " ".join(f"{h:>10s}" for h in heads))
     for row in ("attention", "ffn", "other", "total"):
         sb = b.decode_ms_per_token if row == "total" else b.breakdown_ms_per_token[row]
         sf = f.decode_ms_per_token if row == "total" else f.breakdown_ms_per_token[row]
-        label = {"attention": "Attention (with its norm)", "ffn": "FFN (with its norm)", "other": "other",
-                 "total": "per token"}[row]
-        print(f"{label:28s} {SEED[row][0]:9.1f} {sb:9.2f} {SEED[row][1]:10.1f} {sf:9.2f} "
-              f"{SEED[row][0] - SEED[row][1]:10.1f} {sb - sf:9.2f}")
-    print(f"{'gain':28s} {'15 %':>9s} {gain(b, f):8.1f} %")
-    print(f"{'norm-related (Add & Norm)':28s} {'~6':>9s} {b.norm_ms_per_token:9.2f}  "
-          f"(kernel {b.norm_kernel_ms_per_token:.2f} + launch {b.norm_launch_ms_per_token:.2f}); fused "
-          f"{f.norm_ms_per_token:.2f}")
+        label = {
+            "attention": "Attention (with its norm)",
+            "ffn": "FFN (with its norm)",
+            "other": "other",
+            "total": "per token",
+        }[row]
+        cells = (SEED[row][0], sb, SEED[row][1], sf, SEED[row][0] - SEED[row][1], sb - sf)
+        print(f"{label:28s} " + " ".join(f"{v:10.2f}" for v in cells))
+    print(f"{'gain':28s} {'15 %':>10s} {gain(b, f):8.1f} %")
+    print(
+        f"{'norm-related (Add & Norm)':28s} {'~6':>9s} {b.norm_ms_per_token:9.2f}  "
+        f"(kernel {b.norm_kernel_ms_per_token:.2f} + launch {b.norm_launch_ms_per_token:.2f}); fused "
+        f"{f.norm_ms_per_token:.2f}"
+    )
     print(f"{'TTFT (prefill 512)':28s} {'-':>9s} {b.ttft_ms:9.2f} {'-':>10s} {f.ttft_ms:9.2f}")
     print(f"{'HBM floor':28s} {'~11':>9s} {b.hbm_floor_ms_per_token:9.2f}")
     print()
@@ -67,24 +74,32 @@ def claims() -> None:
         ("context 2048", ("workload.prompt_len=2048",)),
     ]
     base_b, base_f = pair("workload.decode_tokens=16")
-    print(f"  batch 1, context 512: {base_b.decode_ms_per_token:.2f} -> {base_f.decode_ms_per_token:.2f} ms, "
-          f"gain {gain(base_b, base_f):.1f} %")
+    print(
+        f"  batch 1, context 512: {base_b.decode_ms_per_token:.2f} -> {base_f.decode_ms_per_token:.2f} ms, "
+        f"gain {gain(base_b, base_f):.1f} %"
+    )
     for label, ov in rows:
         b, f = pair("workload.decode_tokens=16", *ov)
-        print(f"  {label:36s} {b.decode_ms_per_token:7.2f} -> {f.decode_ms_per_token:7.2f} ms, gain "
-              f"{gain(b, f):5.1f} %, device busy {b.device_busy_fraction:.0%} -> {f.device_busy_fraction:.0%}")
+        print(
+            f"  {label:36s} {b.decode_ms_per_token:7.2f} -> {f.decode_ms_per_token:7.2f} ms, gain "
+            f"{gain(b, f):5.1f} %, device busy {b.device_busy_fraction:.0%} -> {f.device_busy_fraction:.0%}"
+        )
     for label, ov in (
         ("fusion none (HF eager; 910B measured 57-64 ms)", ("fusion=none",)),
         ("fusion none on 910B2", ("fusion=none", "device.preset=910B2")),
         ("fusion default, eager", ("fusion=default",)),
         ("fusion default, graph (floor ~11.3 ms)", ("fusion=default", "execution.mode=graph")),
         ("fusion aggressive, graph", ("fusion=aggressive", "execution.mode=graph")),
-        ("fusion default, graph, 910B2 (floor ~8.4 ms)", ("fusion=default", "execution.mode=graph",
-                                                           "device.preset=910B2")),
+        (
+            "fusion default, graph, 910B2 (floor ~8.4 ms)",
+            ("fusion=default", "execution.mode=graph", "device.preset=910B2"),
+        ),
     ):
         s = summarize(load_config(BASE, ["workload.decode_tokens=16", *ov]))
-        print(f"  {label:50s} {s.decode_ms_per_token:7.2f} ms/token ({s.ops_per_decode_step} kernels/token, "
-              f"floor {s.hbm_floor_ms_per_token:.2f})")
+        print(
+            f"  {label:50s} {s.decode_ms_per_token:7.2f} ms/token ({s.ops_per_decode_step} kernels/token, "
+            f"floor {s.hbm_floor_ms_per_token:.2f})"
+        )
     print()
 
 
@@ -99,10 +114,12 @@ def sweep() -> None:
             for d in (40, 45, 50):
                 b, f = pair("workload.decode_tokens=16", f"device.spec={path}", f"execution.host_dispatch_us={d}")
                 err = max(abs(b.decode_ms_per_token - 40) / 40, abs(f.decode_ms_per_token - 34) / 34)
-                print(f"  gemv {gemv:.2f} dispatch {d:3d}: {b.decode_ms_per_token:6.2f} -> {f.decode_ms_per_token:6.2f}"
-                      f" ({gain(b, f):4.1f} %), attn {b.breakdown_ms_per_token['attention']:5.2f}/"
-                      f"{f.breakdown_ms_per_token['attention']:5.2f} ffn {b.breakdown_ms_per_token['ffn']:5.2f}/"
-                      f"{f.breakdown_ms_per_token['ffn']:5.2f}  max total error {err:5.1%}")
+                print(
+                    f"  gemv {gemv:.2f} dispatch {d:3d}: {b.decode_ms_per_token:6.2f} -> {f.decode_ms_per_token:6.2f}"
+                    f" ({gain(b, f):4.1f} %), attn {b.breakdown_ms_per_token['attention']:5.2f}/"
+                    f"{f.breakdown_ms_per_token['attention']:5.2f} ffn {b.breakdown_ms_per_token['ffn']:5.2f}/"
+                    f"{f.breakdown_ms_per_token['ffn']:5.2f}  max total error {err:5.1%}"
+                )
 
 
 def main() -> None:

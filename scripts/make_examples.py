@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Regenerate traces/examples/: the two seed 000 fixtures with 4 decode steps (small enough to commit).
 
-    python scripts/make_examples.py          # rewrite traces/examples/
-    python scripts/make_examples.py --check  # exit 1 if the committed examples are stale
+python scripts/make_examples.py          # rewrite traces/examples/
+python scripts/make_examples.py --check  # exit 1 if the committed examples are stale
 """
 
 from __future__ import annotations

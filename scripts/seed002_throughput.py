@@ -30,11 +30,15 @@ def main() -> None:
     print(f"LLaMA-2-7B fp16 reads {weights / 1e9:.2f} GB of weights per decode step (batch 1).")
     for name in ("910A", "910B2"):
         dev = load_device(name)
-        print(f"  {name}: HBM {dev.hbm.bandwidth_gbps / 1e3:.1f} TB/s -> at most {dev.hbm_bytes_per_s / weights:6.1f} "
-              "decode tokens/s at 100 % of nominal bandwidth")
-    for label, tps in CLAIM.items():
-        print(f"  {tps:.0f} tokens/s as batch-1 decode would need {tps * weights / 1e12:5.1f} TB/s of weight streaming"
-              f" ({tps * weights / 1.2e12:4.1f}x the 910A's HBM)")
+        print(
+            f"  {name}: HBM {dev.hbm.bandwidth_gbps / 1e3:.1f} TB/s -> at most {dev.hbm_bytes_per_s / weights:6.1f} "
+            "decode tokens/s at 100 % of nominal bandwidth"
+        )
+    for tps in CLAIM.values():
+        print(
+            f"  {tps:.0f} tokens/s as batch-1 decode would need {tps * weights / 1e12:5.1f} TB/s of weight streaming"
+            f" ({tps * weights / 1.2e12:4.1f}x the 910A's HBM)"
+        )
     print()
     print("As prefill throughput (prompt tokens / TTFT), simulated on 910A, prompt 512:")
     base = ROOT / "fixtures" / "seed000-baseline.yaml"
@@ -47,8 +51,10 @@ def main() -> None:
         s = summarize(load_config(base, ["workload.decode_tokens=2", *ov]))
         sims[label] = 512 / (s.ttft_ms / 1e3)
         flops = 2 * 6.74e9 * 512 / (s.ttft_ms / 1e3)
-        print(f"  {label:36s} TTFT {s.ttft_ms:7.2f} ms -> {sims[label]:7.0f} prompt tokens/s "
-              f"({flops / 1e12:5.1f} effective TFLOPS; decode {s.tokens_per_s:5.1f} tokens/s)")
+        print(
+            f"  {label:36s} TTFT {s.ttft_ms:7.2f} ms -> {sims[label]:7.0f} prompt tokens/s "
+            f"({flops / 1e12:5.1f} effective TFLOPS; decode {s.tokens_per_s:5.1f} tokens/s)"
+        )
     ratio = sims["ATB fused (graph, default fusion)"] / sims["naive HF (eager, no fusion)"]
     print(f"  simulated prefill ratio {ratio:.2f}x; seed 002 quotes 3840 / 1205 = {3840 / 1205:.2f}x")
     print()

@@ -48,10 +48,14 @@ def test_norm_related_time(seed000) -> None:
 def test_fully_decomposed_is_slower_and_graph_default_nears_the_hbm_floor() -> None:
     base = summarize(fixture_config("seed000-baseline.yaml", "workload.decode_tokens=16"))
     none = summarize(fixture_config("seed000-baseline.yaml", "workload.decode_tokens=16", "fusion=none"))
-    graph = summarize(fixture_config("seed000-baseline.yaml", "workload.decode_tokens=16", "fusion=default",
-                                     "execution.mode=graph"))
-    aggressive = summarize(fixture_config("seed000-baseline.yaml", "workload.decode_tokens=16",
-                                          "fusion=aggressive", "execution.mode=graph"))
+    graph = summarize(
+        fixture_config("seed000-baseline.yaml", "workload.decode_tokens=16", "fusion=default", "execution.mode=graph")
+    )
+    aggressive = summarize(
+        fixture_config(
+            "seed000-baseline.yaml", "workload.decode_tokens=16", "fusion=aggressive", "execution.mode=graph"
+        )
+    )
     assert none.decode_ms_per_token > 1.5 * base.decode_ms_per_token
     assert none.ops_per_decode_step > 1600
     assert abs(graph.hbm_floor_ms_per_token - 11.2) < 0.3  # 13.2 GB / 1.2 TB/s (+ KV cache)

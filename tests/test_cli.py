@@ -81,9 +81,7 @@ def test_no_arguments_shows_help() -> None:
     assert "Traceback" not in result.output
 
 
-def test_run_writes_the_run_directory_and_prints_the_summary(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_run_writes_the_run_directory_and_prints_the_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # fixtures are found relative to the config file, not the CWD
     out = tmp_path / "r"
     result = run_tiny(out)
@@ -124,9 +122,7 @@ def test_run_json_summary(tmp_path: Path) -> None:
     assert summary["tokens_per_s"] > 0
     assert 0 < summary["device_busy_fraction"] <= 1
     assert isinstance(summary["ops_total"], int)
-    assert sum(summary["breakdown_ms_per_token"].values()) == pytest.approx(
-        summary["decode_ms_per_token"], abs=1e-3
-    )
+    assert sum(summary["breakdown_ms_per_token"].values()) == pytest.approx(summary["decode_ms_per_token"], abs=1e-3)
 
 
 def test_run_json_matches_golden(tmp_path: Path) -> None:
@@ -152,9 +148,7 @@ def test_existing_output_is_refused_and_left_untouched(tmp_path: Path) -> None:
     result = run_tiny(out)
     assert result.exit_code == 3
     assert result.stdout == ""
-    assert result.stderr == (
-        f"error: {out} already exists; pass --force to replace it or --out to write elsewhere\n"
-    )
+    assert result.stderr == (f"error: {out} already exists; pass --force to replace it or --out to write elsewhere\n")
     assert snapshot(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"], "no temporary directory is left behind"
 
@@ -300,10 +294,7 @@ def test_missing_config_file(tmp_path: Path) -> None:
     missing = tmp_path / "nope.yaml"
     result = atbprof("run", "--config", missing, "--out", tmp_path / "out")
     assert result.exit_code == 2
-    assert (
-        result.stderr
-        == f"error: invalid config: {missing}: no such file; pass an existing YAML file to --config\n"
-    )
+    assert result.stderr == f"error: invalid config: {missing}: no such file; pass an existing YAML file to --config\n"
 
 
 def test_atb_file_as_run_config() -> None:

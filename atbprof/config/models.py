@@ -23,7 +23,8 @@ class ModelSection(_Section):
     preset: str | None = Field(default=None, description="llama2-7b, llama2-13b, llama2-70b, llama3-8b")
     hf_config: str | None = Field(default=None, description="path to a Hugging Face config.json")
     architecture: Literal["llama", "gpt"] = Field(
-        default="llama", description="llama = RMSNorm + RoPE + SwiGLU; gpt = LayerNorm + GELU MLP (seed 000's path)"
+        default="llama",
+        description="llama = RMSNorm + RoPE + SwiGLU; gpt = LayerNorm + GELU MLP (seed 000's path)",
     )
     dtype: Literal["fp16", "bf16"] = "fp16"
     hidden_size: int | None = Field(default=None, gt=0)
@@ -83,7 +84,8 @@ class JitterSection(_Section):
 
 class ExecutionSection(_Section):
     mode: Literal["eager", "graph"] = Field(
-        default="eager", description="eager = one host dispatch per kernel (torch_npu); graph = captured graph (ATB)"
+        default="eager",
+        description="eager = one host dispatch per kernel (torch_npu); graph = captured graph (ATB)",
     )
     host_dispatch_us: float | None = Field(
         default=None, ge=0, description="host cost per kernel launch; default 44 (eager) / 0 (graph)"
@@ -138,7 +140,9 @@ class OutputSection(_Section):
     dir: str | None = Field(default=None, description="output directory; default traces/<name>")
     trace: bool = Field(default=True, description="write trace.json.gz")
     trace_max_steps: int | None = Field(
-        default=None, ge=1, description="limit the Chrome trace to the first N steps (ops.parquet always has all)"
+        default=None,
+        ge=1,
+        description="limit the Chrome trace to the first N steps (ops.parquet always has all)",
     )
 
 

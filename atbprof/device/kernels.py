@@ -44,8 +44,17 @@ def _ceil_to(x: np.ndarray, m: int) -> np.ndarray:
 def _sig(node: Node) -> tuple[object, ...]:
     """Nodes with the same signature cost the same at every step (layers repeat the same graph)."""
     return (
-        tuple((w.unit, w.kind, w.mm and tuple(d.key() for d in w.mm), w.vec_bytes.key(), w.vec_flops.key(),
-               w.stream_bytes.key()) for w in node.work),
+        tuple(
+            (
+                w.unit,
+                w.kind,
+                w.mm and tuple(d.key() for d in w.mm),
+                w.vec_bytes.key(),
+                w.vec_flops.key(),
+                w.stream_bytes.key(),
+            )
+            for w in node.work
+        ),
         tuple(e.tensor.nbytes.key() for e in node.inputs),
         tuple(t.nbytes.key() for t in node.outputs),
         node.writes_params.key(),
@@ -125,7 +134,9 @@ def evaluate_costs(reps: list[Node], spec: DeviceSpec, values: np.ndarray, weigh
                 bd_c = np.maximum(bd_c, bd)
                 pipes["mac"][i] += b * mp * kp * np_ / (bd * spec.cube_macs_per_cycle * f * eff.cube)
                 pipes["mte1"][i] += (
-                    b * (mp * kp * np.ceil(np_ / 256) + kp * np_ * np.ceil(mp / 128)) * 2
+                    b
+                    * (mp * kp * np.ceil(np_ / 256) + kp * np_ * np.ceil(mp / 128))
+                    * 2
                     / (bd * spec.mte1_bytes_per_cycle * f)
                 )
                 pipes["fixpipe"][i] += b * m * n * 2 / (bd * spec.fixpipe_bytes_per_cycle * f)

@@ -77,8 +77,15 @@ class _Sweep:
             node = node.clone(inputs=[Edge(self.remap.get(e.producer, e.producer), e.tensor) for e in node.inputs])
         return node
 
-    def fuse(self, rule: Rule, members: list[Node], op_type: str, op_name: str, keep: list[Tensor], role_idx: int,
-             ) -> Node:
+    def fuse(
+        self,
+        rule: Rule,
+        members: list[Node],
+        op_type: str,
+        op_name: str,
+        keep: list[Tensor],
+        role_idx: int,
+    ) -> Node:
         """`keep`: member outputs read outside the match (they stay outputs of the fused kernel)."""
         ids = {m.id for m in members}
         units = {m.id: _unit(m) for m in members}
@@ -161,8 +168,9 @@ def _escapes_ok(rule: Rule, pattern: Pattern, window: Sequence[Node], k: int, te
     return glob is not None and _type_ok(glob, window[k].op_type) and tensor is not window[k].outputs[-1]
 
 
-def _escaping(sw_consumers: dict[int, list[int]], by_id: dict[int, Node], window: Sequence[Node]
-              ) -> list[tuple[int, Tensor, Node]]:
+def _escaping(
+    sw_consumers: dict[int, list[int]], by_id: dict[int, Node], window: Sequence[Node]
+) -> list[tuple[int, Tensor, Node]]:
     """(member index, tensor, consumer) for every edge from a member to an op outside the window."""
     ids = {m.id for m in window}
     out = []
@@ -176,8 +184,9 @@ def _escaping(sw_consumers: dict[int, list[int]], by_id: dict[int, Node], window
     return out
 
 
-def _structure(rule: Rule, pattern: Pattern, window: list[Node], consumers: dict[int, list[int]],
-               by_id: dict[int, Node]) -> str | None:
+def _structure(
+    rule: Rule, pattern: Pattern, window: list[Node], consumers: dict[int, list[int]], by_id: dict[int, Node]
+) -> str | None:
     ids = [m.id for m in window]
     if len({m.layer for m in window}) > 1 and rule.role_from == -1:
         return "the ops span two layers"
@@ -215,7 +224,7 @@ def _interposed(pattern: Pattern, nodes: list[Node], i: int) -> str | None:
     if _type_ok(pattern.ops[0], extra.op_type) or not any(e.producer == before.id for e in extra.inputs):
         return None  # not interposed: the extra op starts its own match or is not on the data path
     if any(e.producer in (extra.id, before.id) for e in rest[0].inputs) and all(
-        _type_ok(w, m.op_type) for w, m in zip(pattern.ops[k:], rest)
+        _type_ok(w, m.op_type) for w, m in zip(pattern.ops[k:], rest, strict=True)
     ):
         return f"{extra.op_type} ({extra.role}) is interposed between {pattern.ops[k - 1]} and {pattern.ops[k]}"
     return None
@@ -232,7 +241,7 @@ def _chain(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -
         for pattern in rule.patterns:
             n = len(pattern.ops)
             window = [sw.current(m) for m in src[i : i + n]]
-            if len(window) < n or not all(_type_ok(w, m.op_type) for w, m in zip(pattern.ops, window)):
+            if len(window) < n or not all(_type_ok(w, m.op_type) for w, m in zip(pattern.ops, window, strict=True)):
                 reason = _interposed(pattern, src, i)
                 if reason:
                     result.near_misses.append(NearMiss(rule.name, ctx.phase, src[i].layer, src[i].id, reason))
@@ -297,8 +306,13 @@ def _siblings(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult
     for members in groups.values():
         if sorted(m.role for m in members) != sorted(rule.roles):
             result.near_misses.append(
-                NearMiss(rule.name, ctx.phase, members[0].layer, members[0].id,
-                         f"only {', '.join(m.role for m in members)} read the same input")
+                NearMiss(
+                    rule.name,
+                    ctx.phase,
+                    members[0].layer,
+                    members[0].id,
+                    f"only {', '.join(m.role for m in members)} read the same input",
+                )
             )
             continue
         w0 = members[0]
@@ -315,8 +329,14 @@ def _siblings(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult
         node.role = rule.role
         node.params = [weight]
         node.outputs = [out]
-        node.work = [Work("cube", mm=(mm[0], mm[1], mm[2], Lin(one=n_total)), stream_bytes=weight.nbytes,
-                          kind="MatMulV2")]
+        node.work = [
+            Work(
+                "cube",
+                mm=(mm[0], mm[1], mm[2], Lin(one=n_total)),
+                stream_bytes=weight.nbytes,
+                kind="MatMulV2",
+            )
+        ]
         node.fused_from = ()  # a merged GEMM is one MatMulV2, not a fusion of different op types
         node.units, node.icache, node.rule = 1, False, ""
         merged[w0.id] = node

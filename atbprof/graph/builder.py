@@ -210,17 +210,35 @@ class GraphBuilder:
         v_all: tuple[int, Tensor] = (-1, v_cache)
         if nkv != nh:  # HF repeat_kv materialises the GQA groups
             rep = Tensor((B, Lin(one=nh), SKV, Lin(one=hd)), self.dt, Lin(BKV=nh * hd * self.ds))
-            ks = self.op("BroadcastTo", "attn.repeat_kv", layer, [], rep,
-                         Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo"), [k_cache])
-            vs = self.op("BroadcastTo", "attn.repeat_kv", layer, [], rep,
-                         Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo"), [v_cache])
+            ks = self.op(
+                "BroadcastTo",
+                "attn.repeat_kv",
+                layer,
+                [],
+                rep,
+                Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo"),
+                [k_cache],
+            )
+            vs = self.op(
+                "BroadcastTo",
+                "attn.repeat_kv",
+                layer,
+                [],
+                rep,
+                Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo"),
+                [v_cache],
+            )
             k_all, v_all = self.out(ks), self.out(vs)
         gqa = nkv != nh
         scores = Tensor((B, Lin(one=nh), SQ, SKV), self.dt, Lin(TKV=nh * self.ds))
         scores32 = Tensor((B, Lin(one=nh), SQ, SKV), FP32, Lin(TKV=nh * 4))
         kv_stream = Lin(BKV=nh * hd * self.ds) if nkv != nh else cache_bytes
-        bmm = Work("cube", mm=(Lin(B=nh), SQ, Lin(one=hd), SKV), stream_bytes=ZERO if nkv != nh else kv_stream,
-                   kind="BatchMatMulV2")
+        bmm = Work(
+            "cube",
+            mm=(Lin(B=nh), SQ, Lin(one=hd), SKV),
+            stream_bytes=ZERO if nkv != nh else kv_stream,
+            kind="BatchMatMulV2",
+        )
         qk_in = [q_r] + ([k_all] if nkv != nh else [])
         s = self.op("BatchMatMulV2", "attn.score", layer, qk_in, scores, bmm, params=[] if gqa else [k_cache])
         sc = self.vec("Mul", "attn.score", layer, [self.out(s)], scores)
@@ -230,8 +248,12 @@ class GraphBuilder:
         sm = self.vec("SoftmaxV2", "attn.softmax", layer, [self.out(c1)], scores32, passes=3.0)
         c2 = self.vec("Cast", "attn.softmax", layer, [self.out(sm)], scores)
         ctx = Tensor((B, Lin(one=nh), SQ, Lin(one=hd)), self.dt, T * (nh * hd * self.ds))
-        bmm2 = Work("cube", mm=(Lin(B=nh), SQ, SKV, Lin(one=hd)), stream_bytes=ZERO if nkv != nh else kv_stream,
-                    kind="BatchMatMulV2")
+        bmm2 = Work(
+            "cube",
+            mm=(Lin(B=nh), SQ, SKV, Lin(one=hd)),
+            stream_bytes=ZERO if nkv != nh else kv_stream,
+            kind="BatchMatMulV2",
+        )
         pv_in = [self.out(c2)] + ([v_all] if nkv != nh else [])
         o = self.op("BatchMatMulV2", "attn.context", layer, pv_in, ctx, bmm2, params=[] if gqa else [v_cache])
         tr = self.vec("Transpose", "attn.context", layer, [self.out(o)], self.act(nh * hd))
@@ -254,9 +276,15 @@ class GraphBuilder:
         h = d.hidden
         ids = Tensor((B, SQ), "DT_INT64", T * 8)
         table = Tensor((Lin(one=d.vocab), Lin(one=h)), self.dt, Lin(one=d.vocab * h * self.ds))
-        emb = self.op("GatherV2", "head.embed", -1, [(-1, ids)], self.act(h),
-                      Work("vector", vec_bytes=T * (h * self.ds), stream_bytes=T * (h * self.ds), kind="GatherV2"),
-                      params=[table])
+        emb = self.op(
+            "GatherV2",
+            "head.embed",
+            -1,
+            [(-1, ids)],
+            self.act(h),
+            Work("vector", vec_bytes=T * (h * self.ds), stream_bytes=T * (h * self.ds), kind="GatherV2"),
+            params=[table],
+        )
         x = self.out(emb)
         if d.architecture == "llama":
             # HF LlamaRotaryEmbedding: inv_freq x positions -> cat -> cos, sin (once per step)
@@ -268,9 +296,15 @@ class GraphBuilder:
             self.vec("Sin", "head.rope_table", -1, [self.out(cat)], full)
         else:
             pos = Tensor((Lin(one=4096), Lin(one=h)), self.dt, Lin(one=4096 * h * self.ds))
-            pe = self.op("GatherV2", "head.embed", -1, [(-1, ids)], self.act(h),
-                         Work("vector", vec_bytes=T * (h * self.ds), stream_bytes=T * (h * self.ds), kind="GatherV2"),
-                         params=[pos])
+            pe = self.op(
+                "GatherV2",
+                "head.embed",
+                -1,
+                [(-1, ids)],
+                self.act(h),
+                Work("vector", vec_bytes=T * (h * self.ds), stream_bytes=T * (h * self.ds), kind="GatherV2"),
+                params=[pos],
+            )
             x = self.out(self.vec("Add", "head.embed", -1, [x, self.out(pe)], self.act(h)))
         for layer in range(d.layers):
             a_in = self.norm("attn.norm", layer, x)

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from atbprof.config.models import ModelSection
 from atbprof.errors import ConfigError
@@ -55,7 +56,7 @@ class ModelDims:
         return (self.layers * (attn + mlp + 2 * h) + h + self.vocab * h) * self.dsize
 
 
-def _load_hf(path: str) -> dict[str, object]:
+def _load_hf(path: str) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -75,7 +76,7 @@ def resolve_model(section: ModelSection) -> ModelDims:
                 "or give model.hf_config: path/to/config.json)"
             )
         text = resources.files("atbprof.data.models").joinpath(f"{section.preset}.json").read_text()
-        hf: dict[str, object] = json.loads(text)
+        hf: dict[str, Any] = json.loads(text)
         name = section.preset
         source = f"preset {section.preset}"
     else:
@@ -83,7 +84,7 @@ def resolve_model(section: ModelSection) -> ModelDims:
         hf = _load_hf(section.hf_config)
         name = Path(section.hf_config).parent.name or Path(section.hf_config).stem
         source = section.hf_config
-    values: dict[str, object] = {k: hf.get(k) for k in _HF_KEYS}
+    values: dict[str, Any] = {k: hf.get(k) for k in _HF_KEYS}
     if values["num_key_value_heads"] is None:
         values["num_key_value_heads"] = values["num_attention_heads"]
     if values["rms_norm_eps"] is None:
@@ -94,31 +95,36 @@ def resolve_model(section: ModelSection) -> ModelDims:
             values[key] = override
     missing = [k for k in _HF_KEYS if values[k] is None]
     if missing:
-        raise ConfigError(f"model ({source}): missing {', '.join(missing)}; add them to the config.json or model section")
+        raise ConfigError(
+            f"model ({source}): missing {', '.join(missing)}; add them to the config.json or model section"
+        )
     problems = []
     for key in _HF_KEYS:
         value = values[key]
         ok = isinstance(value, (int, float)) and value > 0 and (key == "rms_norm_eps" or isinstance(value, int))
         if not ok:
-            problems.append(f"model.{key} = {value!r} ({source}): must be a positive {'number' if key == 'rms_norm_eps' else 'integer'}")
+            kind = "number" if key == "rms_norm_eps" else "integer"
+            problems.append(f"model.{key} = {value!r} ({source}): must be a positive {kind}")
     if problems:
         raise ConfigError(problems)
-    h, heads, kvh = int(values["hidden_size"]), int(values["num_attention_heads"]), int(values["num_key_value_heads"])  # type: ignore[call-overload]
+    h, heads, kvh = int(values["hidden_size"]), int(values["num_attention_heads"]), int(values["num_key_value_heads"])
     if h % heads:
         problems.append(f"model.hidden_size = {h} is not divisible by num_attention_heads = {heads}")
     if heads % kvh:
-        problems.append(f"model.num_attention_heads = {heads} is not divisible by num_key_value_heads = {kvh} (GQA groups)")
+        problems.append(
+            f"model.num_attention_heads = {heads} is not divisible by num_key_value_heads = {kvh} (GQA groups)"
+        )
     if problems:
         raise ConfigError(problems)
     return ModelDims(
         name=name,
         architecture=section.architecture,
         hidden=h,
-        inter=int(values["intermediate_size"]),  # type: ignore[call-overload]
+        inter=int(values["intermediate_size"]),
         heads=heads,
         kv_heads=kvh,
-        layers=int(values["num_hidden_layers"]),  # type: ignore[call-overload]
-        vocab=int(values["vocab_size"]),  # type: ignore[call-overload]
-        eps=float(values["rms_norm_eps"]),  # type: ignore[arg-type]
+        layers=int(values["num_hidden_layers"]),
+        vocab=int(values["vocab_size"]),
+        eps=float(values["rms_norm_eps"]),
         dtype=section.dtype,
     )

@@ -49,14 +49,14 @@ class Lin:
         return hash(self.key())
 
     def __repr__(self) -> str:
-        terms = [f"{c:g}*{n}" if n != "one" else f"{c:g}" for n, c in zip(BASIS, self.coef) if c]
+        terms = [f"{c:g}*{n}" if n != "one" else f"{c:g}" for n, c in zip(BASIS, self.coef, strict=True) if c]
         return " + ".join(terms) or "0"
 
     def is_constant(self) -> bool:
         return not self.coef[1:].any()
 
     def at(self, env: Mapping[str, float]) -> float:
-        return float(sum(c * env[n] for n, c in zip(BASIS, self.coef) if c))
+        return float(sum(c * env[n] for n, c in zip(BASIS, self.coef, strict=True) if c))
 
 
 ONE = Lin(one=1)

@@ -26,7 +26,12 @@ _FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("op_index", pa.int64(), False, "position of the task in the run (device order)"),
     ("step", pa.int32(), False, "0 = prefill, 1..N = decode steps"),
     ("phase", _dict, False, "prefill | decode"),
-    ("layer", pa.int32(), False, "decoder layer, -1 for model-level ops (embedding, final norm, LM head, sampling)"),
+    (
+        "layer",
+        pa.int32(),
+        False,
+        "decoder layer, -1 for model-level ops (embedding, final norm, LM head, sampling)",
+    ),
     ("node_id", pa.int32(), False, "node of the (fused) phase graph this task executes"),
     ("role", _dict, False, "model role, e.g. attn.norm, attn.qkv, ffn.down, head.sample"),
     ("op_name", _dict, False, "msprof Op Name (kernel name)"),

@@ -52,8 +52,11 @@ def render_run(result: RunResult, console: Console) -> None:
     rows.add_column("row")
     rows.add_column("ms/token", justify="right")
     rows.add_column("share", justify="right")
-    for name, label in (("attention", "Attention (with its norm)"), ("ffn", "FFN (with its norm)"),
-                        ("other", "other (embedding, LM head, sampling, host loop)")):
+    for name, label in (
+        ("attention", "Attention (with its norm)"),
+        ("ffn", "FFN (with its norm)"),
+        ("other", "other (embedding, LM head, sampling, host loop)"),
+    ):
         v = s.breakdown_ms_per_token[name]
         rows.add_row(label, f"{v:.2f}", f"{v / s.decode_ms_per_token:.1%}" if s.decode_ms_per_token else "-")
     rows.add_row("[bold]per token[/bold]", f"[bold]{s.decode_ms_per_token:.2f}[/bold]", "100.0%")
@@ -62,16 +65,19 @@ def render_run(result: RunResult, console: Console) -> None:
     for col in ("op type", "count", "device ms", "attributed ms"):
         top.add_column(col, justify="left" if col == "op type" else "right")
     for t in s.top_op_types[:8]:
-        top.add_row(t.op_type, f"{t.count_per_token:g}", f"{t.device_ms_per_token:.3f}", f"{t.attributed_ms_per_token:.3f}")
+        top.add_row(
+            t.op_type,
+            f"{t.count_per_token:g}",
+            f"{t.device_ms_per_token:.3f}",
+            f"{t.attributed_ms_per_token:.3f}",
+        )
     console.print(top)
-    fired = {}
+    fired: dict[str, dict[str, int]] = {}
     for phase, rules in s.fusion_fired.items():
         for rule, n in rules.items():
             fired.setdefault(rule, {})[phase] = n
     if fired:
-        console.print(
-            "fusion fired: " + ", ".join(f"{r} x{max(v.values())}" for r, v in fired.items())
-        )
+        console.print("fusion fired: " + ", ".join(f"{r} x{max(v.values())}" for r, v in fired.items()))
     if s.near_misses:
         nm = Table(title="fusion near-misses (rules that could not fire)", title_justify="left")
         for col in ("rule", "phase", "count", "why"):

@@ -66,7 +66,9 @@ class Dictionaries:
 
 def _host_model(cfg: RunConfig) -> HostModel:
     ex = cfg.execution
-    dispatch = ex.host_dispatch_us if ex.host_dispatch_us is not None else (EAGER_DISPATCH_US if ex.mode == "eager" else 0.0)
+    dispatch = (
+        ex.host_dispatch_us if ex.host_dispatch_us is not None else (EAGER_DISPATCH_US if ex.mode == "eager" else 0.0)
+    )
     return HostModel(
         mode=ex.mode,
         dispatch_ns=round(dispatch * 1e3),
@@ -75,8 +77,14 @@ def _host_model(cfg: RunConfig) -> HostModel:
         latency_ns=round(ex.launch_latency_us * 1e3),
         queue_depth=ex.queue_depth,
         step_overhead_ns=round(
-            (ex.step_overhead_us if ex.step_overhead_us is not None
-             else EAGER_STEP_OVERHEAD_US if ex.mode == "eager" else GRAPH_STEP_OVERHEAD_US) * 1e3
+            (
+                ex.step_overhead_us
+                if ex.step_overhead_us is not None
+                else EAGER_STEP_OVERHEAD_US
+                if ex.mode == "eager"
+                else GRAPH_STEP_OVERHEAD_US
+            )
+            * 1e3
         ),
         sync_ns=round(ex.sync_us * 1e3),
     )
@@ -119,7 +127,11 @@ class Simulation:
         self.dicts = Dictionaries()
         for res in fused.values():
             for n in res.graph.nodes:
-                for value, table in ((n.role, self.dicts.roles), (n.op_name, self.dicts.names), (n.op_type, self.dicts.types)):
+                for value, table in (
+                    (n.role, self.dicts.roles),
+                    (n.op_name, self.dicts.names),
+                    (n.op_type, self.dicts.types),
+                ):
                     if value not in table:
                         table.append(value)
         for phase, res in fused.items():
@@ -227,10 +239,14 @@ class Simulation:
                     "task_start_ns": pa.array(start.ravel()),
                     "task_dur_ns": pa.array(dflat),
                     "task_wait_ns": pa.array(wait.ravel()),
-                    "host_launch_start_ns": pa.array(lstart.ravel() if lstart is not None else np.zeros(rows, np.int64),
-                                                     mask=None if lstart is not None else np.ones(rows, bool)),
-                    "host_launch_dur_ns": pa.array(disp.ravel() if disp is not None else np.zeros(rows, np.int64),
-                                                   mask=None if disp is not None else np.ones(rows, bool)),
+                    "host_launch_start_ns": pa.array(
+                        lstart.ravel() if lstart is not None else np.zeros(rows, np.int64),
+                        mask=None if lstart is not None else np.ones(rows, bool),
+                    ),
+                    "host_launch_dur_ns": pa.array(
+                        disp.ravel() if disp is not None else np.zeros(rows, np.int64),
+                        mask=None if disp is not None else np.ones(rows, bool),
+                    ),
                     "block_dim": pa.array(costs.block_dim[take].astype(np.int32).ravel()),
                     "mix_block_dim": pa.array(costs.mix_block_dim[take].astype(np.int32).ravel()),
                     "input_shapes": pm.shapes.column("in", values, k),

@@ -58,8 +58,8 @@ class SummaryBuilder:
     """
 
     def __init__(self) -> None:
-        self.cat = defaultdict(float)
-        self.bound = defaultdict(float)
+        self.cat: dict[str, float] = defaultdict(float)
+        self.bound: dict[str, float] = defaultdict(float)
         self.type_dev: dict[str, float] = defaultdict(float)
         self.type_inc: dict[str, float] = defaultdict(float)
         self.type_count: dict[str, int] = defaultdict(int)

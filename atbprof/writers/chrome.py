@@ -1,19 +1,17 @@
-"""Chrome Trace Event Format writer in msprof's trace_view layout, gzip-compressed and streamed.
+"""Chrome Trace Event Format writer in msprof's trace_view layout (gzip, streamed, byte-reproducible).
 
-pids: 1 `CANN` (host launches, step frames), 2 `Ascend Hardware` (a thread per stream; counters), 3 `Overlap
-Analysis` (Computing / Free), 4 `Model` (step / layer / block annotations). `ts`/`dur` are µs with 3 decimals
-(exact ns) from the run start.
-
-Speed: the text of a chunk of rows is one pyarrow `take` from a pool of strings (literals, cached lookup tables for
-fractions / small ints / ratios, escaped dictionary values, int columns cast to text) with a row-major index matrix
-built in numpy. Events that a group or busy interval completes go just before the op that completes it, and the
-compressor gets fixed-size blocks, so the file does not depend on batching. Only open groups are carried.
+pids: 1 `CANN` (host launches, step frames), 2 `Ascend Hardware` (a thread per stream; counters), 3
+`Overlap Analysis` (Computing / Free), 4 `Model` (steps / layers / blocks); `ts`/`dur`: µs, 3 decimals (ns).
+A chunk's text is one pyarrow `take` from a pool of strings (literals, lookup tables, escaped dictionary
+values, casts) with an index matrix built in numpy. Events a group completes go just before the op that
+completes it and the compressor gets fixed-size blocks, so the bytes do not depend on batching.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, suppress
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,24 +28,17 @@ PID_HOST, PID_DEVICE, PID_OVERLAP, PID_MODEL = 1, 2, 3, 4
 STREAM0_TID = 65536
 """tid of stream 0 (Perfetto merges tid 0 into the process's main thread)."""
 BLOCK_NAMES = {"attn": "attention", "ffn": "ffn", "head": "head"}
-STATIC_KEYS = {
-    "task_type": "Task Type",
-    "op_type": "OP Type",
-    "role": "role",
-    "block_dim": "Block Dim",
-    "input_shapes": "Input Shapes",
-    "input_dtypes": "Input Data Types",
-    "output_shapes": "Output Shapes",
-    "output_dtypes": "Output Data Types",
-    "bound": "bound",
-}
-"""Op attributes emitted as one text piece per distinct combination."""
+STATIC_KEYS = {"task_type": "Task Type", "op_type": "OP Type", "role": "role", "block_dim": "Block Dim"}
+STATIC_KEYS |= {"input_shapes": "Input Shapes", "input_dtypes": "Input Data Types", "bound": "bound"}
+STATIC_KEYS |= {"output_shapes": "Output Shapes", "output_dtypes": "Output Data Types"}
 RATIO_KEYS = {p: {"mac": "aic_mac_ratio", "vec": "aiv_vec_ratio"}.get(p, f"{p}_ratio") for p in PIPES}
 LEVELS = ("step", "layer", "block")
 _CHUNK = 1 << 15  # rows per pass: bounds temporaries, keeps int32 offsets far from overflow
 _GZ_BLOCK = 1 << 20  # bytes per compressor call
 _SMALL = 1 << 16  # ints in [-1, _SMALL) come from lookup tables
+_UTIL = '}},\n{"name":"AI Core utilization","pid":2,"ts":'
 _NO_END = int(np.iinfo(np.int64).min)
+Frag = tuple[list[str], np.ndarray]  # text per dictionary value, row indices
 
 
 def _js(value: object) -> str:
@@ -59,8 +50,16 @@ def _us(ns: int) -> str:
 
 
 def _x(name: str, pid: int, tid: int, start: int, end: int) -> str:
-    head = f',\n{{"name":{_js(name)},"pid":{pid},"tid":{tid}'
-    return f'{head},"ts":{_us(start)},"dur":{_us(end - start)},"ph":"X"}}'
+    span = f'"ts":{_us(start)},"dur":{_us(end - start)}'
+    return f',\n{{"name":{_js(name)},"pid":{pid},"tid":{tid},{span},"ph":"X"}}'
+
+
+def _kv(key: str, value: object) -> str:
+    return f',"{key}":{_js(value)}'
+
+
+def _ratio_table(key: str) -> list[str]:
+    return [f"{key}{_us(i)}" for i in range(1001)]
 
 
 def _meta(kind: str, pid: int, tid: int | None, value: object) -> str:
@@ -86,25 +85,43 @@ def _sequential(start: np.ndarray, end: np.ndarray, last_end: int) -> tuple[np.n
     return s, e, max(last_end, int(e.max()))
 
 
+def _combine(frags: list[Frag], suf: str = "") -> list[tuple[pa.Array, np.ndarray]]:
+    """Adjacent dictionary fragments as few pieces: the text of each distinct combination, built once."""
+    out: list[tuple[pa.Array, np.ndarray]] = []
+    i = 0
+    while i < len(frags):
+        key, radix, group = np.zeros(len(frags[i][1]), np.int64), 1, []
+        while i < len(frags) and radix * len(frags[i][0]) < 1 << 62:
+            radix *= len(frags[i][0])
+            key = key * len(frags[i][0]) + frags[i][1].astype(np.int64)
+            group.append(frags[i][0])
+            i += 1
+        enc = pc.dictionary_encode(pa.array(key))
+        ixs, rem = [], enc.dictionary.to_numpy().copy()
+        for texts in reversed(group):
+            ixs.append((rem % len(texts)).tolist())
+            rem //= len(texts)
+        end = suf if i == len(frags) else ""
+        texts = ["".join(map(list.__getitem__, group, ix)) + end for ix in zip(*reversed(ixs), strict=True)]
+        out.append((pa.array(texts, pa.string()), enc.indices.to_numpy()))
+    return out
+
+
 class _Static:
-    """Lookup tables and literals shared by all assemblers of a writer: chunk 0 of every `take`."""
+    """Lookup tables and literals shared by a writer's assemblers (chunk 0 of every `take`)."""
 
     def __init__(self) -> None:
         self.parts: list[pa.Array] = []
-        self.size = 0
         self.index: dict[tuple[Any, ...], int] = {}
-        self.array: pa.Array | None = None
+        self.size, self.array = 0, None
 
     def get(self, key: tuple[Any, ...], build: Callable[[], list[str]]) -> int:
-        """Offset of the table `key` in the pool (built on first use)."""
-        base = self.index.get(key)
-        if base is None:
-            arr = pa.array(build(), pa.string())
-            base = self.index[key] = self.size
+        """Offset of table `key` in the pool (built on first use)."""
+        if key not in self.index:
+            self.index[key], arr, self.array = self.size, pa.array(build(), pa.string()), None
             self.parts.append(arr)
             self.size += len(arr)
-            self.array = None
-        return base
+        return self.index[key]
 
     def pool(self) -> pa.Array:
         if self.array is None:
@@ -113,25 +130,32 @@ class _Static:
 
 
 class _Asm:
-    """Rows of text = pieces concatenated per row, built as one `take` from [static tables, dynamic columns]."""
+    """Rows of text = pieces concatenated per row: one `take` from [static tables, dynamic columns]."""
 
     def __init__(self, st: _Static, n: int, valid: np.ndarray | None = None) -> None:
         self.st, self.n, self.valid = st, n, valid
         self.dyn: list[pa.Array] = []
         self.dsize = 0
-        self.cols: list[tuple[bool, np.ndarray | int, np.ndarray | None]] = []  # (dynamic?, index, valid)
-        self.memo: dict[Any, tuple[np.ndarray, Any]] = {}  # casts / divisions, reused (keeps the key alive)
+        self.cols: list[tuple[bool, Any, Any, str | None]] = []  # dynamic?, index, valid, literal
+        self.memo: dict[Any, tuple[np.ndarray, ...]] = {}  # casts / divisions reused (keeps the key alive)
 
     def lit(self, s: str, masked: bool = False) -> None:
-        """A literal piece; `masked` pieces are empty on rows where `valid` is False."""
-        self.cols.append((False, self.st.get(("lit", s), lambda: [s]), self.valid if masked else None))
+        """A literal piece (merged into a preceding one); `masked`: empty on rows where `valid` is False."""
+        valid = self.valid if masked else None
+        prev = self.cols[-1][3] if self.cols and self.cols[-1][2] is valid else None
+        if prev is not None:
+            s = prev + s
+            self.cols.pop()
+        self.cols.append((False, self.st.get(("lit", s), lambda: [s]), valid, s))
 
-    def table(self, key: tuple[Any, ...], build: Callable[[], list[str]], idx: np.ndarray, valid: Any = None) -> None:
-        self.cols.append((False, self.st.get(key, build) + idx, valid))
+    def table(
+        self, key: tuple[Any, ...], build: Callable[[], list[str]], idx: Any, valid: Any = None
+    ) -> None:
+        self.cols.append((False, self.st.get(key, build) + idx, valid, None))
 
     def add(self, arr: pa.Array, idx: np.ndarray | None = None, valid: np.ndarray | None = None) -> None:
         """arr[idx[row]] per row (idx None: arr is row-aligned); empty where `valid` is False."""
-        self.cols.append((True, self.dsize + (np.arange(self.n) if idx is None else idx), valid))
+        self.cols.append((True, self.dsize + (np.arange(self.n) if idx is None else idx), valid, None))
         self.dyn.append(arr)
         self.dsize += len(arr)
 
@@ -139,7 +163,8 @@ class _Asm:
         """Decimal text of int64 `v` between `pre` and `suf`: small values by table lookup, others cast."""
         if len(v) and v.min() >= -1 and v.max() < _SMALL:
             size = min(_SMALL, 1 << int(v.max() + 2).bit_length())
-            self.table(("int", pre, suf, size), lambda: [f"{pre}{i - 1}{suf}" for i in range(size + 1)], v + 1, valid)
+            build = lambda: [f"{pre}{i - 1}{suf}" for i in range(size + 1)]  # noqa: E731
+            self.table(("int", pre, suf, size), build, v + 1, valid)
             return
         if pre:
             self.lit(pre, valid is not None)
@@ -159,17 +184,17 @@ class _Asm:
 
     def text(self) -> pa.Array:
         """One string per row."""
-        empty = self.st.get(("lit", ""), lambda: [""])
-        static = self.st.pool()
+        empty, static = self.st.get(("lit", ""), lambda: [""]), self.st.pool()
         perm = np.empty((self.n, len(self.cols)), np.int32)
-        for j, (dyn, col, valid) in enumerate(self.cols):
+        for j, (dyn, col, valid, _) in enumerate(self.cols):
             col = col + len(static) if dyn else col
             perm[:, j] = col if valid is None else np.where(valid, col, empty)
         pieces = pa.chunked_array([static, *self.dyn], pa.string()).take(pa.array(perm.reshape(-1)))
         pieces = pieces.chunk(0) if pieces.num_chunks == 1 else pieces.combine_chunks()
         _, offsets, data = pieces.buffers()
-        rows = np.frombuffer(offsets, np.int32, self.n * len(self.cols) + 1, pieces.offset * 4)[:: len(self.cols)]
-        return pa.Array.from_buffers(pa.string(), self.n, [None, pa.py_buffer(rows.copy()), data])
+        k = len(self.cols)
+        rows = np.frombuffer(offsets, np.int32, self.n * k + 1, pieces.offset * 4)[::k].copy()
+        return pa.Array.from_buffers(pa.string(), self.n, [None, pa.py_buffer(rows), data])
 
 
 class _Runs:
@@ -182,9 +207,7 @@ class _Runs:
     def __init__(self) -> None:
         self.open: list[np.ndarray] | None = None
 
-    def feed(
-        self, keys: list[np.ndarray], payload: np.ndarray, vals: list[np.ndarray]
-    ) -> tuple[list[np.ndarray], np.ndarray]:
+    def feed(self, keys: list[Any], payload: Any, vals: list[Any]) -> tuple[list[Any], Any]:
         chg = np.zeros(len(payload), dtype=bool)
         for k in keys:
             chg[1:] |= k[1:] != k[:-1]
@@ -193,17 +216,14 @@ class _Runs:
         cols = [c[first] for c in (*keys, payload)]
         cols += [np.minimum.reduceat(s, first), np.maximum.reduceat(e, first)]
         cols += [np.add.reduceat(nbytes, first), np.add.reduceat(busy, first)]
-        at = first[1:]
-        if self.open is not None:
-            o = self.open
-            if all(o[i][0] == cols[i][0] for i in range(len(keys))):
-                cols[len(keys)][0] = o[len(keys)][0]
-                cols[-4][0], cols[-3][0] = min(cols[-4][0], o[-4][0]), max(cols[-3][0], o[-3][0])
-                cols[-2][0] += o[-2][0]
-                cols[-1][0] += o[-1][0]
-            else:
-                cols = [np.concatenate((a, b)) for a, b in zip(o, cols, strict=True)]
-                at = first
+        at, o = first[1:], self.open
+        if o is not None and all(o[i][0] == cols[i][0] for i in range(len(keys))):
+            cols[len(keys)][0] = o[len(keys)][0]
+            cols[-4][0], cols[-3][0] = min(cols[-4][0], o[-4][0]), max(cols[-3][0], o[-3][0])
+            cols[-2][0] += o[-2][0]
+            cols[-1][0] += o[-1][0]
+        elif o is not None:
+            cols, at = [np.concatenate((a, b)) for a, b in zip(o, cols, strict=True)], first
         self.open = [c[-1:].copy() for c in cols]
         return [c[:-1] for c in cols], at
 
@@ -225,11 +245,10 @@ class ChromeTraceWriter:
         self._raw: IO[bytes] | None = None
         self._gz: igzip.IGzipFile | None = None
 
-    # -- RunWriter -------------------------------------------------------------------------------------------
     def open(self, directory: Path, meta: TraceMeta) -> None:
         if meta.host_tid <= 0:
             raise ValueError(f"host_tid must be a positive integer, got {meta.host_tid}")
-        self.meta, self._host_tid = meta, meta.host_tid
+        self.meta, self._host_tid, self._st = meta, meta.host_tid, _Static()
         self._streams: set[int] = set()  # streams whose thread metadata is written
         self._streams_seen: set[int] = set()
         self._frags: dict[str, tuple[pa.Array, list[str]]] = {}
@@ -239,7 +258,6 @@ class ChromeTraceWriter:
         self._last_end = dict.fromkeys((*LEVELS, "host"), _NO_END)
         self._n_ops = self._n_launch = 0
         self._pending = bytearray()
-        self._st = _Static()
         self._atomic = atomic_path(Path(directory) / self.filename)
         tmp = self._atomic.__enter__()
         try:
@@ -276,7 +294,6 @@ class ChromeTraceWriter:
         """Discard the partial file (for a caller that fails between `open` and `close`)."""
         self._fail(RuntimeError("trace write aborted"))
 
-    # -- output ----------------------------------------------------------------------------------------------
     def _fail(self, err: BaseException) -> None:
         for f in (self._gz, self._raw):
             if f is not None:
@@ -302,12 +319,9 @@ class ChromeTraceWriter:
         self._pending = bytearray(mv[end:])
 
     def _header(self) -> str:
-        host_threads = [
-            (self._host_tid + 1, "Host steps", 0),
-            (self._host_tid, f"Thread {self._host_tid}", 1),
-        ]
+        tid = self._host_tid
         procs = [
-            (PID_HOST, "CANN", "CPU", host_threads),
+            (PID_HOST, "CANN", "CPU", [(tid + 1, "Host steps", 0), (tid, f"Thread {tid}", 1)]),
             (PID_DEVICE, "Ascend Hardware", "NPU", []),
             (PID_OVERLAP, "Overlap Analysis", "NPU", [(1, "Computing", 1), (2, "Free", 2)]),
             (PID_MODEL, "Model", "atbprof", [(1, "Steps", 1), (2, "Layers", 2), (3, "Blocks", 3)]),
@@ -324,120 +338,88 @@ class ChromeTraceWriter:
         out = []
         for sid in sorted(streams - self._streams):
             tid = sid or STREAM0_TID
-            out += [_meta("thread_name", PID_DEVICE, tid, f"Stream {sid}")]
-            out += [_meta("thread_sort_index", PID_DEVICE, tid, sid)]
+            out += [_meta("thread_name", 2, tid, f"Stream {sid}"), _meta("thread_sort_index", 2, tid, sid)]
         self._streams |= streams
         return out
 
-    # -- text pieces -----------------------------------------------------------------------------------------
-    def _frag(self, col: pa.Array, key: str, fmt: Callable[[Any], str] = _js) -> tuple[list[str], np.ndarray]:
-        """JSON text per dictionary value (each escaped once) and the row indices into it."""
-        if not pa.types.is_dictionary(col.type):
-            col = pc.dictionary_encode(col)
+    def _frag(self, col: Any, key: str, fmt: Callable[[Any], str]) -> Frag:
+        """Text per dictionary value (each escaped once) and the row indices into it."""
+        col = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
         d, hit = col.dictionary, self._frags.get(key)
         if hit is None or not (hit[0] is d or hit[0].equals(d)):
             hit = self._frags[key] = (d, [fmt(v) for v in d.to_pylist()])
-        return hit[1], col.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-
-    @staticmethod
-    def _combine(frags: list[tuple[list[str], np.ndarray]], suf: str) -> tuple[pa.Array, np.ndarray]:
-        """Several dictionary fragments as one piece: the text of each distinct combination, built once."""
-        key, radix = np.zeros(len(frags[0][1]), np.int64), 1
-        for texts, idx in frags:
-            radix *= len(texts)
-            if radix >= 1 << 62:
-                raise OverflowError("too many distinct op attribute combinations")  # pragma: no cover
-            key = key * len(texts) + idx
-        enc = pc.dictionary_encode(pa.array(key))
-        combos, rem = [], enc.dictionary.to_numpy().copy()
-        for texts, _ in reversed(frags):
-            combos.append(rem % len(texts))
-            rem //= len(texts)
-        lists = [texts for texts, _ in frags]
-        out = ["".join(map(list.__getitem__, lists, ix)) + suf for ix in zip(*reversed([c.tolist() for c in combos]))]
-        return pa.array(out, pa.string()), enc.indices.to_numpy()
+        ix = col.indices
+        return hit[1], np.frombuffer(
+            ix.buffers()[1], ix.type.to_pandas_dtype(), len(ix), ix.offset * ix.type.byte_width
+        )
 
     def _code(self, col: pa.Array, kind: str, fn: Callable[[str], str]) -> np.ndarray:
         table = self._codes[kind]
         codes = np.array([table.setdefault(fn(v), len(table)) for v in col.dictionary.to_pylist()], np.int64)
         return codes[col.indices.to_numpy(zero_copy_only=False)]
 
-    # -- per chunk -------------------------------------------------------------------------------------------
     def _chunk(self, b: pa.RecordBatch) -> None:
         c = b.column
-        col = {k: c(k).to_numpy() for k in ("op_index", "task_start_ns", "task_dur_ns", "stream_id")}
+        s, dur, stream = (c(k).to_numpy() for k in ("task_start_ns", "task_dur_ns", "stream_id"))
         h = c("host_launch_start_ns")
-        valid = None if h.null_count in (0, len(h)) else pc.is_valid(h).to_numpy(zero_copy_only=False)
+        v = None if h.null_count in (0, len(h)) else pc.is_valid(h).to_numpy(zero_copy_only=False)
         hs, hd = (pc.fill_null(c(k), 0).to_numpy() for k in ("host_launch_start_ns", "host_launch_dur_ns"))
-        if any(v.min() < 0 for v in (col["task_start_ns"], col["task_dur_ns"], col["stream_id"], hs, hd)):
-            raise ValueError(
-                f"op batch at op_index {col['op_index'][0]}: negative time, duration or stream id"
-            )
+        if min(s.min(), dur.min(), stream.min(), hs.min(), hd.min()) < 0:
+            raise ValueError(f"op batch at op_index {c('op_index')[0]}: negative time, duration or stream id")
         self._streams_seen.update(pc.unique(c("stream_id")).to_pylist())
-        s = col["task_start_ns"]
-        e = s + col["task_dur_ns"]
-        a = _Asm(self._st, b.num_rows, valid)
+        a, e = _Asm(self._st, b.num_rows, v), s + dur
         for text, at in (self._overlap(s, e), *self._groups(b, s, e)):
             if len(at):
                 idx, hit = np.zeros(len(s), np.int64), np.zeros(len(s), bool)
                 idx[at], hit[at] = np.arange(len(at)), True
                 a.add(text, idx, hit)
-        conn = pc.cast(pa.array(col["op_index"] + 1), pa.string())
-        names, name_idx = self._frag(c("op_name"), "name")
-        name = (pa.array(names, pa.string()), name_idx)
-        if h.null_count < len(h):
-            self._host(a, hs, hd, name, conn)
-        sid = np.where(col["stream_id"] == 0, STREAM0_TID, col["stream_id"])
-        self._device(a, b, col, sid, name, conn)
-        if h.null_count < len(h):
-            a.int(sid, ',\n{"name":"HostToDevice","pid":2,"tid":', ',"ts":', valid)
-            a.fixed3(s, ',"ph":"f","bp":"e","cat":"HostToDevice","id":', valid)
-            a.add(conn, None, valid)
+        conn = pc.cast(pc.add(c("op_index"), 1), pa.string())
+        sid = np.where(stream == 0, STREAM0_TID, stream)
+        if h.null_count < len(h):  # host launch + flow start
+            a.fixed3(hs, ',"dur":', v, f',\n{{"name":"Node@launch","pid":1,"tid":{self._host_tid},"ts":')
+            a.fixed3(hd, ',"ph":"X","args":{"item_id":', v)
+            name, idx = self._frag(
+                c("op_name"), "hname", lambda x: f'{_js(x)},"level":"node","connection_id":'
+            )
+            a.add(pa.array(name, pa.string()), idx, v)
+            a.add(conn, None, v)
+            flow = f'}}}},\n{{"name":"HostToDevice","pid":1,"tid":{self._host_tid},"ts":'
+            a.fixed3(hs, ',"ph":"s","cat":"HostToDevice","id":', v, flow)
+            a.add(conn, None, v)
+            a.lit("}", True)
+        name_sid = [self._frag(c("op_name"), "dname", lambda x: f',\n{{"name":{_js(x)}')]
+        name_sid.append(self._frag(pa.array(sid), "sid", lambda x: f',"pid":2,"tid":{x},"ts":'))
+        a.add(*_combine(name_sid)[0])
+        a.fixed3(s, ',"dur":')
+        a.fixed3(dur, ',"ph":"X","cat":"Task","args":{"Model Id":4294967295,"Physic Stream Id":')
+        a.int(stream, "", ',"Task Id":')
+        a.int(c("task_id").to_numpy(), "", ',"Batch Id":0,"Subtask Id":0,"connection_id":')
+        a.add(conn)
+        a.int(c("layer").to_numpy(), ',"layer":')
+        a.int(c("step").to_numpy(), ',"step":', ',"hbm_bytes":')
+        a.int(c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy())
+        a.int(c("flops").to_numpy(), ',"flops":')
+        for p in PIPES:
+            x = c(f"{p}_ratio").to_numpy().astype(np.float64)
+            x *= 1000.0
+            m, key = np.rint(x, out=x).astype(np.int64), f',"{RATIO_KEYS[p]}":'
+            if m.min() >= 0 and m.max() <= 1000:  # NaN -> int64 min -> slow path
+                a.table(("ratio", key), partial(_ratio_table, key), m)
+            else:
+                a.fixed3(np.clip(np.nan_to_num(x), 0, 1 << 40).astype(np.int64), "", None, key)
+        frags = [self._frag(c(k), k, partial(_kv, STATIC_KEYS[k])) for k in STATIC_KEYS]
+        fused = pc.binary_join(c("fused_from"), "+")
+        frags.append(self._frag(fused, "fused", lambda x: f',"fused_from":{_js(x)}' if x else ""))
+        for piece in _combine(frags, "}}"):
+            a.add(*piece)
+        if h.null_count < len(h):  # flow end
+            a.int(sid, ',\n{"name":"HostToDevice","pid":2,"tid":', ',"ts":', v)
+            a.fixed3(s, ',"ph":"f","bp":"e","cat":"HostToDevice","id":', v)
+            a.add(conn, None, v)
             a.lit("}", True)
         self._write(_text(a.text()))
         self._n_ops += b.num_rows
         self._n_launch += b.num_rows - h.null_count
-
-    def _host(
-        self, a: _Asm, hs: np.ndarray, hd: np.ndarray, name: tuple[pa.Array, np.ndarray], conn: pa.Array
-    ) -> None:
-        v, tid = a.valid, self._host_tid
-        a.fixed3(hs, ',"dur":', v, f',\n{{"name":"Node@launch","pid":1,"tid":{tid},"ts":')
-        a.fixed3(hd, ',"ph":"X","args":{"item_id":', v)
-        a.add(*name, v)
-        a.lit(',"level":"node","connection_id":', True)
-        a.add(conn, None, v)
-        a.fixed3(hs, ',"ph":"s","cat":"HostToDevice","id":', v, f'}}}},\n{{"name":"HostToDevice","pid":1,"tid":{tid},"ts":')
-        a.add(conn, None, v)
-        a.lit("}", True)
-
-    def _device(self, a: _Asm, b: pa.RecordBatch, col: dict[str, np.ndarray], sid: np.ndarray, name: Any, conn: pa.Array) -> None:
-        c = b.column
-        a.lit(',\n{"name":')
-        a.add(*name)
-        a.int(sid, ',"pid":2,"tid":', ',"ts":')
-        a.fixed3(col["task_start_ns"], ',"dur":')
-        a.fixed3(col["task_dur_ns"], ',"ph":"X","cat":"Task","args":{"Model Id":4294967295,"Physic Stream Id":')
-        a.int(col["stream_id"], "", ',"Task Id":')
-        a.int(c("task_id").to_numpy(), "", ',"Batch Id":0,"Subtask Id":0,"connection_id":')
-        a.add(conn)
-        a.int(c("layer").to_numpy(), ',"layer":')
-        a.int(c("step").to_numpy(), ',"step":')
-        a.int(c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy(), ',"hbm_bytes":')
-        a.int(c("flops").to_numpy(), ',"flops":')
-        for p in PIPES:
-            milli = np.rint(np.nan_to_num(c(f"{p}_ratio").to_numpy().astype(np.float64) * 1000.0))
-            milli = np.clip(milli, 0, 1 << 40).astype(np.int64)
-            key = f',"{RATIO_KEYS[p]}":'
-            if milli.max() <= 1000:
-                a.table(("ratio", key), lambda key=key: [f"{key}{_us(i)}" for i in range(1001)], milli)
-            else:
-                a.fixed3(milli, "", None, key)
-        fmts = {k: f',"{label}":{{}}' for k, label in STATIC_KEYS.items()}
-        frags = [self._frag(c(k), k, lambda v, f=f: f.format(_js(v))) for k, f in fmts.items()]
-        fused = pc.binary_join(c("fused_from"), "+")
-        frags.append(self._frag(fused, "fused", lambda v: f',"fused_from":{_js(v)}' if v else ""))
-        a.add(*self._combine(frags, "}}"))
 
     def _overlap(self, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         """Merge busy intervals (touching tasks coalesce): closed Computing intervals and the Free gaps."""
@@ -479,46 +461,29 @@ class ChromeTraceWriter:
         return out
 
     def _group_text(self, level: str, cols: list[np.ndarray]) -> pa.Array:
-        """One string per completed group: its slice on the Model track (+ counter samples for blocks / steps)."""
-        names = {k: {v: n for n, v in self._codes[k].items()} for k in self._codes}
+        """One string per completed group: its slice on the Model track, with counter samples."""
+        ph, role = ({v: n for n, v in self._codes[k].items()} for k in ("phase", "role"))
         start, end, self._last_end[level] = _sequential(cols[-4], cols[-3], self._last_end[level])
+        rows = zip(cols[0].tolist(), cols[1].tolist(), cols[-5].tolist(), strict=True)
         if level == "step":
-            out = []
-            for st, ph, t0, t1 in zip(
-                cols[0].tolist(), cols[1].tolist(), start.tolist(), end.tolist(), strict=True
-            ):
-                label = "prefill" if names["phase"][ph] == "prefill" else f"decode #{st}"
-                zero = f'"pid":2,"ts":{_us(t1)},"ph":"C","args":'
-                hbm = f',\n{{"name":"HBM bandwidth",{zero}{{"GB/s":0.000}}}}'
-                out.append(
-                    _x(label, PID_MODEL, 1, t0, t1)
-                    + hbm
-                    + f',\n{{"name":"AI Core utilization",{zero}{{"%":0.000}}}}'
-                )
-            return pa.array(out, pa.string())
-        a = _Asm(self._st, len(start))
-        if level == "layer":
-            labels = [
-                f'"layer {ly}"' if ly >= 0 else _js(names["role"][bk])
-                for ly, bk in zip(*cols[1:3], strict=True)
-            ]
+            labels = ["prefill" if ph[p] == "prefill" else f"decode #{s}" for s, _, p in rows]
         else:
-            labels = [_js(names["role"][bk]) for bk in cols[2].tolist()]
+            labels = [f"layer {ly}" if level == "layer" and ly >= 0 else role[b] for _, ly, b in rows]
+        a = _Asm(self._st, len(start))
         a.lit(',\n{"name":')
-        a.add(pa.array(labels, pa.string()))
+        a.add(pa.array([_js(x) for x in labels], pa.string()))
         a.fixed3(start, ',"dur":', None, f',"pid":4,"tid":{LEVELS.index(level) + 1},"ts":')
         a.fixed3(end - start, ',"ph":"X"}')
-        if level == "block":
+        if level != "layer":  # HBM GB/s (= bytes/ns) and AI Core busy % at block starts; 0 at step ends
             span = (end - start).astype(np.float64)
-            rate = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0)
-            a.fixed3(start, ',"ph":"C","args":{"GB/s":', None, ',\n{"name":"HBM bandwidth","pid":2,"ts":')
-            gbps = np.rint(cols[-2] * rate * 1000.0).astype(np.int64)  # bytes/ns = GB/s
-            a.fixed3(gbps, '}},\n{"name":"AI Core utilization","pid":2,"ts":')
-            a.fixed3(start, ',"ph":"C","args":{"%":')
-            a.fixed3(np.rint(cols[-1] * rate * 100_000.0).astype(np.int64), "}}")
+            rate = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0) * (level == "block")
+            ts = end if level == "step" else start
+            a.fixed3(ts, ',"ph":"C","args":{"GB/s":', None, ',\n{"name":"HBM bandwidth","pid":2,"ts":')
+            a.fixed3(np.rint(cols[-2] * rate * 1e3).astype(np.int64), _UTIL)
+            a.fixed3(ts, ',"ph":"C","args":{"%":')
+            a.fixed3(np.rint(cols[-1] * rate * 1e5).astype(np.int64), "}}")
         return a.text()
 
-    # -- close -----------------------------------------------------------------------------------------------
     def _finish(self, steps: pa.Table) -> None:
         if self._busy is not None:
             self._write(_x("Computing", PID_OVERLAP, 1, *self._busy))
@@ -526,12 +491,10 @@ class ChromeTraceWriter:
             cols = self._runs[level].flush()
             if cols is not None:
                 self._write(_text(self._group_text(level, cols)))
-        out = self._stream_meta(self._streams_seen)
-        tid = self._host_tid + 1
+        out, tid = self._stream_meta(self._streams_seen), self._host_tid + 1
         for r in steps.sort_by("step").to_pylist():
-            (a,), (z,), self._last_end["host"] = _sequential(
-                np.array([r["host_start_ns"]]), np.array([r["sync_end_ns"]]), self._last_end["host"]
-            )
+            lo, hi = np.array([r["host_start_ns"]]), np.array([r["sync_end_ns"]])
+            (a,), (z,), self._last_end["host"] = _sequential(lo, hi, self._last_end["host"])
             a, z = int(a), int(z)
             out.append(_x(f"Step {r['step']} ({r['phase']})", PID_HOST, tid, a, z))
             ov_end = min(a + max(r["host_overhead_ns"], 0), z)
@@ -539,18 +502,13 @@ class ChromeTraceWriter:
             sync = max(r["device_end_ns"], ov_end)
             out += [_x("sync (D2H token)", PID_HOST, tid, sync, z)] if z > sync else []
         m = self.meta
-        other = {
+        other: dict[str, Any] = {
             "run_name": m.run_name,
             "device_name": m.device_name,
             "soc_version": m.soc_version,
-            "execution_mode": m.execution_mode,
-            "streams": sorted(self._streams),
-            "host_tid": m.host_tid,
-            "extra": m.extra,
-            "schema_version": SCHEMA_VERSION,
-            "generator": "atbprof",
-            "ops": self._n_ops,
-            "host_launches": self._n_launch,
         }
+        other |= {"execution_mode": m.execution_mode, "host_tid": m.host_tid, "extra": m.extra}
+        other |= {"streams": sorted(self._streams), "schema_version": SCHEMA_VERSION, "generator": "atbprof"}
+        other |= {"ops": self._n_ops, "host_launches": self._n_launch}
         tail = orjson.dumps(other, option=orjson.OPT_SORT_KEYS).decode()
         self._write("".join(out) + f'\n],"displayTimeUnit":"ns","otherData":{tail}}}\n')

@@ -26,9 +26,7 @@ PAGED = (
     "vLLM's PagedAttention manage the same cache and conflict (seed 002, pitfall 2). "
     "Keep paged attention and set enable_kv_cache_reuse: false"
 )
-BF16_ON_910A = (
-    "model.dtype = 'bf16': device 910A (Ascend910) has no bf16 cube support; use dtype fp16 or a 910B device"
-)
+BF16_ON_910A = "model.dtype = 'bf16': device 910A (Ascend910) has no bf16 cube support; use dtype fp16 or a 910B device"
 SEED002_RULES = (
     "norm_kernel",
     "qkv_merge",
@@ -90,9 +88,7 @@ def test_shorthand_sections(tmp_path: Path) -> None:
     assert cfg.fusion.strategy == "aggressive"
 
 
-def test_hf_config_is_resolved_relative_to_the_config_file(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_hf_config_is_resolved_relative_to_the_config_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
     cfg = load_config(FIXTURES / "tiny-llama.yaml")
     assert Path(cfg.model.hf_config or "") == TINY_HF
@@ -114,9 +110,7 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
 
 def test_unknown_nested_key(tmp_path: Path) -> None:
     path = write(tmp_path, "model: {preset: llama2-7b}\nworkload:\n  batch_size: 1\n  batchsize: 2\n")
-    assert problems(path) == [
-        f"{path} line 4: workload.batchsize: unknown key; remove it or check the spelling"
-    ]
+    assert problems(path) == [f"{path} line 4: workload.batchsize: unknown key; remove it or check the spelling"]
 
 
 def test_wrong_type(tmp_path: Path) -> None:
@@ -129,9 +123,7 @@ def test_wrong_type(tmp_path: Path) -> None:
 
 def test_batch_size_zero_is_out_of_range(tmp_path: Path) -> None:
     path = write(tmp_path, "model: {preset: llama2-7b}\nworkload:\n  batch_size: 0\n")
-    assert problems(path) == [
-        f"{path} line 3: workload.batch_size = 0: Input should be greater than or equal to 1"
-    ]
+    assert problems(path) == [f"{path} line 3: workload.batch_size = 0: Input should be greater than or equal to 1"]
 
 
 @pytest.mark.parametrize(
@@ -198,33 +190,23 @@ def test_model_with_both_preset_and_hf_config(tmp_path: Path) -> None:
 
 def test_model_with_neither_preset_nor_hf_config(tmp_path: Path) -> None:
     path = write(tmp_path, "model:\n  dtype: fp16\n")
-    assert problems(path) == [
-        f"{path} line 1: model: model needs a preset ({MODEL_PRESETS}) or an hf_config path"
-    ]
+    assert problems(path) == [f"{path} line 1: model: model needs a preset ({MODEL_PRESETS}) or an hf_config path"]
 
 
 def test_section_that_is_not_a_mapping(tmp_path: Path) -> None:
     path = write(tmp_path, "model: {preset: llama2-7b}\nworkload: 3\n")
-    assert problems(path) == [
-        f"{path} line 2: workload = 3: expected a section (a mapping of keys to values)"
-    ]
+    assert problems(path) == [f"{path} line 2: workload = 3: expected a section (a mapping of keys to values)"]
 
 
 def test_bad_name(tmp_path: Path) -> None:
     path = write(tmp_path, "name: my run\nmodel: {preset: llama2-7b}\n")
-    assert problems(path) == [
-        f"{path} line 1: name = 'my run': String should match pattern '^[A-Za-z0-9._-]+$'"
-    ]
+    assert problems(path) == [f"{path} line 1: name = 'my run': String should match pattern '^[A-Za-z0-9._-]+$'"]
 
 
-@pytest.mark.parametrize(
-    "text", ["- model\n- device\n", "just a string\n", "42\n"], ids=["list", "str", "int"]
-)
+@pytest.mark.parametrize("text", ["- model\n- device\n", "just a string\n", "42\n"], ids=["list", "str", "int"])
 def test_top_level_not_a_mapping(tmp_path: Path, text: str) -> None:
     path = write(tmp_path, text)
-    assert problems(path) == [
-        f"{path}: the top level must be a mapping with sections model, device, workload, ..."
-    ]
+    assert problems(path) == [f"{path}: the top level must be a mapping with sections model, device, workload, ..."]
 
 
 def test_invalid_yaml_names_line_and_column(tmp_path: Path) -> None:
@@ -283,9 +265,7 @@ def test_seed002_atb_file_is_translated(tmp_path: Path) -> None:
     assert sorted(rules) == sorted(SEED002_RULES)
 
 
-def test_seed002_fixture_resolves_the_atb_file_next_to_it(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_seed002_fixture_resolves_the_atb_file_next_to_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # relative to the config file, not the CWD
     cfg = load_config(FIXTURES / "llama2-7b-atb-graph.yaml")
     assert cfg.fusion.enable == SEED002_RULES
@@ -314,16 +294,13 @@ def test_atb_file_with_unknown_flag(tmp_path: Path) -> None:
         "atb.yaml",
     )
     path = write(tmp_path, f"{TINY_MODEL}fusion: atb.yaml\n")
-    assert problems(path) == [
-        f"{atb} line 4: fusion_strategy.magic_fusion: unknown flag (allowed: {ATB_FLAGS})"
-    ]
+    assert problems(path) == [f"{atb} line 4: fusion_strategy.magic_fusion: unknown flag (allowed: {ATB_FLAGS})"]
 
 
 def test_atb_file_several_problems(tmp_path: Path) -> None:
     atb = write(
         tmp_path,
-        "model_type: llama\ntuning: {}\nfusion_strategy:\n  qkv_fusion: yes please\n  magic_fusion: true\n"
-        "memory: 3\n",
+        "model_type: llama\ntuning: {}\nfusion_strategy:\n  qkv_fusion: yes please\n  magic_fusion: true\nmemory: 3\n",
         "atb.yaml",
     )
     path = write(tmp_path, f"{TINY_MODEL}fusion: atb.yaml\n")
@@ -346,8 +323,7 @@ def test_inline_atb_section_with_unknown_flag(tmp_path: Path) -> None:
 def test_missing_atb_file(tmp_path: Path) -> None:
     path = write(tmp_path, f"{TINY_MODEL}fusion: missing.yaml\n")
     assert problems(path) == [
-        f"missing.yaml: no such file; `fusion: missing.yaml` in {path} "
-        "names an ATB fusion config that is not there"
+        f"missing.yaml: no such file; `fusion: missing.yaml` in {path} names an ATB fusion config that is not there"
     ]
 
 
@@ -405,9 +381,7 @@ def test_rules_both_enabled_and_disabled(tmp_path: Path) -> None:
 
 
 def test_parse_overrides_values_are_yaml_scalars() -> None:
-    assert parse_overrides(
-        ["workload.batch_size=32", "fusion=none", "model.dtype=bf16", "output.trace=false"]
-    ) == [
+    assert parse_overrides(["workload.batch_size=32", "fusion=none", "model.dtype=bf16", "output.trace=false"]) == [
         (("workload", "batch_size"), 32),
         (("fusion",), "none"),
         (("model", "dtype"), "bf16"),
@@ -423,9 +397,7 @@ def test_parse_overrides_keeps_unparsable_yaml_as_text() -> None:
 def test_malformed_set(item: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_overrides([item])
-    assert info.value.problems == [
-        f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set workload.batch_size=32"
-    ]
+    assert info.value.problems == [f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set workload.batch_size=32"]
 
 
 def test_malformed_set_in_load_config() -> None:
@@ -461,10 +433,8 @@ def test_override_into_a_shorthand_section(tmp_path: Path) -> None:
 def test_bad_override_names_the_set_not_a_file_line(tmp_path: Path) -> None:
     path = write(tmp_path, "model: {preset: llama2-7b}\nworkload:\n  batch_size: 4\n")
     assert problems(path, ["workload.batch_size=0", "workload.batchsize=2"]) == [
-        f"{path}, --set workload.batch_size=0: workload.batch_size = 0: "
-        "Input should be greater than or equal to 1",
-        f"{path}, --set workload.batchsize=2: workload.batchsize: "
-        "unknown key; remove it or check the spelling",
+        f"{path}, --set workload.batch_size=0: workload.batch_size = 0: Input should be greater than or equal to 1",
+        f"{path}, --set workload.batchsize=2: workload.batchsize: unknown key; remove it or check the spelling",
     ]
 
 

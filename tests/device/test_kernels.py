@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from atbprof.device.kernels import evaluate_costs
 from atbprof.device.spec import PRESETS, load_device
-from atbprof.graph.expr import ONE, SKV, SQ, ZERO, B, Lin, T, basis_values
+from atbprof.graph.expr import ONE, SKV, SQ, B, Lin, T, basis_values
 from atbprof.graph.nodes import Edge, Node, Tensor, Work
 from atbprof.optable.schema import PIPES
 
@@ -34,8 +34,20 @@ def attention(heads: int, hd: int) -> Node:
     w1 = Work("cube", mm=(Lin(B=heads), SQ, Lin(one=hd), SKV), stream_bytes=cache.nbytes, kind="BatchMatMulV2")
     w2 = Work("vector", vec_bytes=Lin(TKV=heads * 4 * 3), kind="SoftmaxV2")
     w3 = Work("cube", mm=(Lin(B=heads), SQ, SKV, Lin(one=hd)), stream_bytes=cache.nbytes, kind="BatchMatMulV2")
-    return Node(0, "IncreFlashAttention", "fa", "x", 0, [Edge(-1, act(heads * hd))], [act(heads * hd)],
-                [cache, cache], [w1, w2, w3], units=3, icache=True, handoff=[Lin(TKV=heads * 2)])
+    return Node(
+        0,
+        "IncreFlashAttention",
+        "fa",
+        "x",
+        0,
+        [Edge(-1, act(heads * hd))],
+        [act(heads * hd)],
+        [cache, cache],
+        [w1, w2, w3],
+        units=3,
+        icache=True,
+        handoff=[Lin(TKV=heads * 2)],
+    )
 
 
 @settings(max_examples=60, deadline=None)

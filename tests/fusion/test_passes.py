@@ -128,11 +128,13 @@ def test_fusion_preserves_the_graph_is_topological() -> None:
 
 def test_user_rules_file_extends_strategies(tmp_path: Path) -> None:
     f = tmp_path / "rules.yaml"
-    f.write_text("rules:\n  swish_mul:\n    kind: chain\n    library: true\n    patterns:\n"
-                 "      - {ops: [Swish, Mul], fused: SiluMul}\nstrategies:\n  mine: [swish_mul]\n")
+    f.write_text(
+        "rules:\n  swish_mul:\n    kind: chain\n    library: true\n    patterns:\n"
+        "      - {ops: [Swish, Mul], fused: SiluMul}\nstrategies:\n  mine: [swish_mul]\n"
+    )
     rules = load_rules(str(f))
     assert [r.name for r in rules.resolve("mine")] == ["swish_mul"]
-    with pytest.raises(ConfigError, match="fusion.strategy = 'nope': unknown strategy"):
+    with pytest.raises(ConfigError, match=r"fusion\.strategy = 'nope': unknown strategy"):
         rules.resolve("nope")
     with pytest.raises(ConfigError, match="unknown rule"):
         rules.resolve("none", ("bogus",))

@@ -39,7 +39,19 @@ def test_gpt_layer_has_layernorm_and_no_rope() -> None:
     ops = layer_ops("llama2-7b", architecture="gpt")
     types = [n.op_type for n in ops]
     assert "Neg" not in types and "ConcatD" not in types
-    assert types[:11] == ["Cast", "ReduceMean", "Sub", "Pows", "ReduceMean", "Add", "Rsqrt", "Mul", "Cast", "Mul", "Add"]
+    assert types[:11] == [
+        "Cast",
+        "ReduceMean",
+        "Sub",
+        "Pows",
+        "ReduceMean",
+        "Add",
+        "Rsqrt",
+        "Mul",
+        "Cast",
+        "Mul",
+        "Add",
+    ]
     assert "Gelu" in types and "Swish" not in types
 
 
