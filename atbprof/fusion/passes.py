@@ -25,6 +25,7 @@ class FusionContext:
     seq_len: int  # longest sequence the phase sees
     softmax_fusion_max_seq: int = 1024
     shape_buckets: tuple[int, ...] | None = None
+    dtype: str = "fp16"
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,8 @@ def _scaled(work: Work, vec_scale: float) -> Work:
 
 
 def _constraint(rule: Rule, ctx: FusionContext) -> str | None:
+    if rule.dtypes and ctx.dtype not in rule.dtypes:
+        return f"the fused kernel supports {', '.join(rule.dtypes)}, not {ctx.dtype}"
     if rule.max_seq and ctx.seq_len > ctx.softmax_fusion_max_seq:
         return (
             f"sequence length {ctx.seq_len} > fusion.softmax_fusion_max_seq {ctx.softmax_fusion_max_seq} "
@@ -221,9 +224,12 @@ def _interposed(pattern: Pattern, nodes: list[Node], i: int) -> str | None:
     if k >= n or len(rest) != n - k:
         return None
     extra, before = nodes[i + k], nodes[i + k - 1]
-    if _type_ok(pattern.ops[0], extra.op_type) or not any(e.producer == before.id for e in extra.inputs):
-        return None  # not interposed: the extra op starts its own match or is not on the data path
-    if any(e.producer in (extra.id, before.id) for e in rest[0].inputs) and all(
+    if _type_ok(pattern.ops[0], extra.op_type):
+        return None  # the extra op starts a match of its own
+    reads = {e.producer for e in rest[0].inputs}
+    # interposed on the data path (Add -> Cast -> RmsNorm) or issued in between (Swish, up MatMul, Mul)
+    on_path = extra.id in reads and any(e.producer == before.id for e in extra.inputs)
+    if (on_path or before.id in reads) and all(
         _type_ok(w, m.op_type) for w, m in zip(pattern.ops[k:], rest, strict=True)
     ):
         return f"{extra.op_type} ({extra.role}) is interposed between {pattern.ops[k - 1]} and {pattern.ops[k]}"

@@ -35,6 +35,7 @@ class Rule(BaseModel):
     role_from: int = -1
     exports: tuple[int, ...] = ()
     vec_scale: float = 1.0
+    dtypes: tuple[str, ...] = ()  # model dtypes the fused kernel supports; empty = all
     absorb_inputs: tuple[str, ...] = ()
 
 

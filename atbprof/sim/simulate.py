@@ -122,6 +122,7 @@ class Simulation:
                 seq_len=int(plan.skv.max()),
                 softmax_fusion_max_seq=cfg.fusion.softmax_fusion_max_seq,
                 shape_buckets=cfg.fusion.shape_buckets,
+                dtype=cfg.model.dtype,
             )
             fused[plan.phase] = apply_fusion(base, self.rules, ctx)
         self.dicts = Dictionaries()

@@ -10,10 +10,10 @@ completes it and the compressor gets fixed-size blocks, so the bytes do not depe
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager, suppress
-from functools import partial
+from contextlib import ExitStack
+from functools import partial, wraps
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import orjson
@@ -29,11 +29,11 @@ STREAM0_TID = 65536
 """tid of stream 0 (Perfetto merges tid 0 into the process's main thread)."""
 BLOCK_NAMES = {"attn": "attention", "ffn": "ffn", "head": "head"}
 STATIC_KEYS = {"task_type": "Task Type", "op_type": "OP Type", "role": "role", "block_dim": "Block Dim"}
-STATIC_KEYS |= {"input_shapes": "Input Shapes", "input_dtypes": "Input Data Types", "bound": "bound"}
-STATIC_KEYS |= {"output_shapes": "Output Shapes", "output_dtypes": "Output Data Types"}
+STATIC_KEYS |= {"input_shapes": "Input Shapes", "input_dtypes": "Input Data Types"}
+STATIC_KEYS |= {"output_shapes": "Output Shapes", "output_dtypes": "Output Data Types", "bound": "bound"}
 RATIO_KEYS = {p: {"mac": "aic_mac_ratio", "vec": "aiv_vec_ratio"}.get(p, f"{p}_ratio") for p in PIPES}
 LEVELS = ("step", "layer", "block")
-_CHUNK = 1 << 15  # rows per pass: bounds temporaries, keeps int32 offsets far from overflow
+_CHUNK = 1 << 13  # max rows per pass: small enough for the allocator to reuse the text buffers (no page faults)
 _GZ_BLOCK = 1 << 20  # bytes per compressor call
 _SMALL = 1 << 16  # ints in [-1, _SMALL) come from lookup tables
 _UTIL = '}},\n{"name":"AI Core utilization","pid":2,"ts":'
@@ -148,9 +148,7 @@ class _Asm:
             self.cols.pop()
         self.cols.append((False, self.st.get(("lit", s), lambda: [s]), valid, s))
 
-    def table(
-        self, key: tuple[Any, ...], build: Callable[[], list[str]], idx: Any, valid: Any = None
-    ) -> None:
+    def table(self, key: tuple[Any, ...], build: Callable[[], list[str]], idx: Any, valid: Any = None) -> None:
         self.cols.append((False, self.st.get(key, build) + idx, valid, None))
 
     def add(self, arr: pa.Array, idx: np.ndarray | None = None, valid: np.ndarray | None = None) -> None:
@@ -232,6 +230,20 @@ class _Runs:
         return out
 
 
+def _guarded(method: Callable[..., None]) -> Callable[..., None]:
+    """On any exception, close and delete the partial file before re-raising."""
+
+    @wraps(method)
+    def run(self: ChromeTraceWriter, *args: Any) -> None:
+        try:
+            method(self, *args)
+        except BaseException as err:
+            self._fail(err)
+            raise
+
+    return run
+
+
 class ChromeTraceWriter:
     """RunWriter for `trace.json.gz` (Chrome JSON, msprof layout). `abort()` discards a half-written file."""
 
@@ -241,10 +253,9 @@ class ChromeTraceWriter:
         if not 1 <= compresslevel <= 3:
             raise ValueError(f"compresslevel must be 1..3, got {compresslevel}")
         self.compresslevel = compresslevel
-        self._atomic: AbstractContextManager[Path] | None = None
-        self._raw: IO[bytes] | None = None
-        self._gz: igzip.IGzipFile | None = None
+        self._stack: ExitStack | None = None  # temp file (renamed on success), raw file, gzip stream
 
+    @_guarded
     def open(self, directory: Path, meta: TraceMeta) -> None:
         if meta.host_tid <= 0:
             raise ValueError(f"host_tid must be a positive integer, got {meta.host_tid}")
@@ -252,60 +263,45 @@ class ChromeTraceWriter:
         self._streams: set[int] = set()  # streams whose thread metadata is written
         self._streams_seen: set[int] = set()
         self._frags: dict[str, tuple[pa.Array, list[str]]] = {}
+        self._values: dict[str, dict[Any, str]] = {}
         self._codes: dict[str, dict[str, int]] = {"role": {}, "phase": {}}  # block / phase name -> code
         self._busy: tuple[int, int] | None = None  # the open Computing interval
         self._runs = {level: _Runs() for level in LEVELS}
         self._last_end = dict.fromkeys((*LEVELS, "host"), _NO_END)
         self._n_ops = self._n_launch = 0
         self._pending = bytearray()
-        self._atomic = atomic_path(Path(directory) / self.filename)
-        tmp = self._atomic.__enter__()
-        try:
-            self._raw = open(tmp, "wb")  # noqa: SIM115 - closed by close() / abort()
-            self._gz = igzip.IGzipFile("", "wb", self.compresslevel, self._raw, mtime=0)
-            self._write(self._header())
-        except BaseException as err:
-            self._fail(err)
-            raise
+        self._stack = ExitStack()
+        tmp = self._stack.enter_context(atomic_path(Path(directory) / self.filename))
+        raw = self._stack.enter_context(open(tmp, "wb"))  # noqa: SIM115 - the stack closes it
+        self._gz = self._stack.enter_context(igzip.IGzipFile("", "wb", self.compresslevel, raw, mtime=0))
+        self._write(self._header())
 
+    @_guarded
     def write_batch(self, batch: pa.RecordBatch) -> None:
-        try:
-            check_table(batch.schema, "op batch")
-            for off in range(0, batch.num_rows, _CHUNK):
-                self._chunk(batch.slice(off, _CHUNK))
-        except BaseException as err:
-            self._fail(err)
-            raise
+        check_table(batch.schema, "op batch")
+        size = -(-batch.num_rows // -(-batch.num_rows // _CHUNK)) if batch.num_rows else 1  # even chunks
+        for off in range(0, batch.num_rows, size):
+            self._chunk(batch.slice(off, size))
 
+    @_guarded
     def close(self, steps: pa.Table) -> None:
-        try:
-            self._finish(steps)
-            assert self._gz is not None and self._raw is not None and self._atomic is not None
-            self._gz.write(self._pending)
-            self._gz.close()
-            self._raw.close()
-            self._atomic.__exit__(None, None, None)
-            self._atomic = self._gz = self._raw = None
-        except BaseException as err:
-            self._fail(err)
-            raise
+        self._finish(steps)
+        self._gz.write(self._pending)
+        stack, self._stack = self._stack, None
+        assert stack is not None
+        stack.close()
 
     def abort(self) -> None:
         """Discard the partial file (for a caller that fails between `open` and `close`)."""
         self._fail(RuntimeError("trace write aborted"))
 
     def _fail(self, err: BaseException) -> None:
-        for f in (self._gz, self._raw):
-            if f is not None:
-                with suppress(Exception):  # already failing; the temp file is removed next
-                    f.close()
-        if self._atomic is not None:
-            self._atomic.__exit__(type(err), err, err.__traceback__)
-        self._atomic = self._gz = self._raw = None
+        stack, self._stack = self._stack, None
+        if stack is not None:  # closes the streams and removes the temp file
+            stack.__exit__(type(err), err, err.__traceback__)
 
     def _write(self, data: str | memoryview) -> None:
         """Feed the compressor whole _GZ_BLOCK blocks only: the output does not depend on call boundaries."""
-        assert self._gz is not None
         mv = memoryview(data.encode()) if isinstance(data, str) else data
         if len(self._pending) + len(mv) < _GZ_BLOCK:
             self._pending += mv
@@ -347,7 +343,13 @@ class ChromeTraceWriter:
         col = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
         d, hit = col.dictionary, self._frags.get(key)
         if hit is None or not (hit[0] is d or hit[0].equals(d)):
-            hit = self._frags[key] = (d, [fmt(v) for v in d.to_pylist()])
+            known = self._values.setdefault(key, {})  # value -> text, across dictionaries (bounded)
+            if len(known) > _SMALL:
+                known.clear()
+            hit = self._frags[key] = (
+                d,
+                [known[v] if v in known else known.setdefault(v, fmt(v)) for v in d.to_pylist()],
+            )
         ix = col.indices
         return hit[1], np.frombuffer(
             ix.buffers()[1], ix.type.to_pandas_dtype(), len(ix), ix.offset * ix.type.byte_width
@@ -378,9 +380,7 @@ class ChromeTraceWriter:
         if h.null_count < len(h):  # host launch + flow start
             a.fixed3(hs, ',"dur":', v, f',\n{{"name":"Node@launch","pid":1,"tid":{self._host_tid},"ts":')
             a.fixed3(hd, ',"ph":"X","args":{"item_id":', v)
-            name, idx = self._frag(
-                c("op_name"), "hname", lambda x: f'{_js(x)},"level":"node","connection_id":'
-            )
+            name, idx = self._frag(c("op_name"), "hname", lambda x: f'{_js(x)},"level":"node","connection_id":')
             a.add(pa.array(name, pa.string()), idx, v)
             a.add(conn, None, v)
             flow = f'}}}},\n{{"name":"HostToDevice","pid":1,"tid":{self._host_tid},"ts":'
@@ -402,8 +402,9 @@ class ChromeTraceWriter:
         for p in PIPES:
             x = c(f"{p}_ratio").to_numpy().astype(np.float64)
             x *= 1000.0
-            m, key = np.rint(x, out=x).astype(np.int64), f',"{RATIO_KEYS[p]}":'
-            if m.min() >= 0 and m.max() <= 1000:  # NaN -> int64 min -> slow path
+            with np.errstate(invalid="ignore"):  # NaN -> int64 min -> the slow path below
+                m, key = np.rint(x, out=x).astype(np.int64), f',"{RATIO_KEYS[p]}":'
+            if m.min() >= 0 and m.max() <= 1000:
                 a.table(("ratio", key), partial(_ratio_table, key), m)
             else:
                 a.fixed3(np.clip(np.nan_to_num(x), 0, 1 << 40).astype(np.int64), "", None, key)
@@ -443,17 +444,8 @@ class ChromeTraceWriter:
         step, layer = c("step").to_numpy().astype(np.int64), c("layer").to_numpy().astype(np.int64)
         block = self._code(c("role"), "role", lambda r: BLOCK_NAMES.get(r.split(".")[0], r.split(".")[0]))
         phase = self._code(c("phase"), "phase", str)
-        vals = [
-            s,
-            e,
-            c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy(),
-            c("task_dur_ns").to_numpy(),
-        ]
-        keys = {
-            "step": ([step], phase),
-            "layer": ([step, layer], block),
-            "block": ([step, layer, block], block),
-        }
+        vals = [s, e, c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy(), c("task_dur_ns").to_numpy()]
+        keys = {"step": ([step], phase), "layer": ([step, layer], block), "block": ([step, layer, block], block)}
         out = []
         for level in LEVELS:
             cols, at = self._runs[level].feed(*keys[level], vals)
@@ -462,16 +454,18 @@ class ChromeTraceWriter:
 
     def _group_text(self, level: str, cols: list[np.ndarray]) -> pa.Array:
         """One string per completed group: its slice on the Model track, with counter samples."""
-        ph, role = ({v: n for n, v in self._codes[k].items()} for k in ("phase", "role"))
         start, end, self._last_end[level] = _sequential(cols[-4], cols[-3], self._last_end[level])
-        rows = zip(cols[0].tolist(), cols[1].tolist(), cols[-5].tolist(), strict=True)
-        if level == "step":
-            labels = ["prefill" if ph[p] == "prefill" else f"decode #{s}" for s, _, p in rows]
-        else:
-            labels = [f"layer {ly}" if level == "layer" and ly >= 0 else role[b] for _, ly, b in rows]
         a = _Asm(self._st, len(start))
-        a.lit(',\n{"name":')
-        a.add(pa.array([_js(x) for x in labels], pa.string()))
+        if level == "step":  # few
+            ph = {v: n for n, v in self._codes["phase"].items()}
+            rows = zip(cols[0].tolist(), cols[1].tolist(), strict=True)
+            labels = ["prefill" if ph[p] == "prefill" else f"decode #{s}" for s, p in rows]
+            a.add(pa.array([f',\n{{"name":{_js(x)}' for x in labels], pa.string()))
+        else:  # "layer <l>" (layer >= 0) or the block name (attention, ffn, head, ...)
+            names = tuple(_js(n) for n in self._codes["role"])
+            is_layer = (cols[1] >= 0) & (level == "layer")
+            a.int(cols[1], ',\n{"name":"layer ', '"', is_layer)
+            a.table(("label", *names), lambda: [f',\n{{"name":{n}' for n in names], cols[-5], ~is_layer)
         a.fixed3(start, ',"dur":', None, f',"pid":4,"tid":{LEVELS.index(level) + 1},"ts":')
         a.fixed3(end - start, ',"ph":"X"}')
         if level != "layer":  # HBM GB/s (= bytes/ns) and AI Core busy % at block starts; 0 at step ends
@@ -502,12 +496,8 @@ class ChromeTraceWriter:
             sync = max(r["device_end_ns"], ov_end)
             out += [_x("sync (D2H token)", PID_HOST, tid, sync, z)] if z > sync else []
         m = self.meta
-        other: dict[str, Any] = {
-            "run_name": m.run_name,
-            "device_name": m.device_name,
-            "soc_version": m.soc_version,
-        }
-        other |= {"execution_mode": m.execution_mode, "host_tid": m.host_tid, "extra": m.extra}
+        other: dict[str, Any] = {"run_name": m.run_name, "device_name": m.device_name, "extra": m.extra}
+        other |= {"soc_version": m.soc_version, "execution_mode": m.execution_mode, "host_tid": m.host_tid}
         other |= {"streams": sorted(self._streams), "schema_version": SCHEMA_VERSION, "generator": "atbprof"}
         other |= {"ops": self._n_ops, "host_launches": self._n_launch}
         tail = orjson.dumps(other, option=orjson.OPT_SORT_KEYS).decode()

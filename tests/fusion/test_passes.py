@@ -138,3 +138,27 @@ def test_user_rules_file_extends_strategies(tmp_path: Path) -> None:
         rules.resolve("nope")
     with pytest.raises(ConfigError, match="unknown rule"):
         rules.resolve("none", ("bogus",))
+
+
+def test_swiglu_needs_adjacent_swish_and_mul() -> None:
+    apart = fuse(["swiglu"])  # HF issues gate, Swish, up, Mul: the up projection sits in between
+    assert "swiglu" not in apart.fired
+    assert {nm.reason for nm in apart.near_misses} == {"MatMulV2 (ffn.up) is interposed between Swish and Mul"}
+    res = fuse(["gate_up_merge", "swiglu"])
+    swiglu = [n for n in res.graph.nodes if n.op_type == "SwiGlu"]
+    assert len(swiglu) == 32 and swiglu[0].fused_from == ("Swish", "Mul")
+    assert {e.tensor.shape[-1].coef[0] for e in swiglu[0].inputs} == {11008.0}  # the gate and up halves
+
+
+def test_dtype_restricted_rule_records_a_near_miss(tmp_path: Path) -> None:
+    f = tmp_path / "rules.yaml"
+    f.write_text(
+        "rules:\n  swiglu:\n    kind: chain\n    library: true\n    dtypes: [fp16]\n    patterns:\n"
+        "      - {ops: [Swish, Mul], fused: SwiGlu}\n"
+    )
+    rules = load_rules(str(f))
+    g = build_graph(resolve_model(ModelSection(preset="llama2-7b", dtype="bf16")))
+    ctx = FusionContext(phase="decode", soc_version="Ascend910B", tokens=1, seq_len=600, dtype="bf16")
+    res = apply_fusion(g, rules.resolve("none", ("gate_up_merge", "swiglu")), ctx)
+    assert "swiglu" not in res.fired
+    assert res.disabled["swiglu"] == "the fused kernel supports fp16, not bf16"
