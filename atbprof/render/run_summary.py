@@ -35,43 +35,50 @@ def render_run(result: RunResult, console: Console) -> None:
     head = Table(show_header=False, box=None, pad_edge=False)
     head.add_column(style="bold")
     head.add_column(justify="right")
+    decode = s.decode_steps > 0
     head.add_row("TTFT", f"{s.ttft_ms:.2f} ms")
-    head.add_row("decode latency", f"{s.decode_ms_per_token:.2f} ms/token")
-    head.add_row("throughput", f"{s.tokens_per_s:.1f} tokens/s")
-    head.add_row("HBM floor", f"{s.hbm_floor_ms_per_token:.2f} ms/token")
+    if decode:
+        head.add_row("decode latency", f"{s.decode_ms_per_token:.2f} ms/token")
+        head.add_row("throughput", f"{s.tokens_per_s:.1f} tokens/s")
+        head.add_row("HBM floor", f"{s.hbm_floor_ms_per_token:.2f} ms/token")
     head.add_row("device busy", f"{s.device_busy_fraction:.1%}")
-    head.add_row("host-bound (device idle in decode)", f"{s.host_bound_fraction:.1%}")
-    head.add_row(
-        "norm-related (Add & Norm)",
-        f"{s.norm_ms_per_token:.2f} ms/token ({s.norm_kernel_ms_per_token:.2f} kernel + "
-        f"{s.norm_launch_ms_per_token:.2f} launch)",
-    )
+    if decode:
+        head.add_row("host-bound (device idle in decode)", f"{s.host_bound_fraction:.1%}")
+        head.add_row(
+            "norm-related (Add & Norm)",
+            f"{s.norm_ms_per_token:.2f} ms/token ({s.norm_kernel_ms_per_token:.2f} kernel + "
+            f"{s.norm_launch_ms_per_token:.2f} launch)",
+        )
     head.add_row("ops", f"{s.ops_total:,} ({s.ops_per_decode_step} per decode step)")
     console.print(head)
-    rows = Table(title="per-token decode latency (seed 000's rows)", title_justify="left")
+    figures = s.breakdown_ms_per_token if decode else s.ttft_breakdown_ms
+    total = s.decode_ms_per_token if decode else s.ttft_ms
+    title = "per-token decode latency (seed 000's rows)" if decode else "time to first token (prefill only)"
+    rows = Table(title=title, title_justify="left")
     rows.add_column("row")
-    rows.add_column("ms/token", justify="right")
+    rows.add_column("ms/token" if decode else "ms", justify="right")
     rows.add_column("share", justify="right")
     for name, label in (
         ("attention", "Attention (with its norm)"),
         ("ffn", "FFN (with its norm)"),
         ("other", "other (embedding, LM head, sampling, host loop)"),
     ):
-        v = s.breakdown_ms_per_token[name]
-        rows.add_row(label, f"{v:.2f}", f"{v / s.decode_ms_per_token:.1%}" if s.decode_ms_per_token else "-")
-    rows.add_row("[bold]per token[/bold]", f"[bold]{s.decode_ms_per_token:.2f}[/bold]", "100.0%")
+        v = figures[name]
+        rows.add_row(label, f"{v:.2f}", f"{v / total:.1%}" if total else "-")
+    rows.add_row("[bold]total[/bold]", f"[bold]{total:.2f}[/bold]", "100.0%")
     console.print(rows)
-    top = Table(title="top op types (decode, per token)", title_justify="left")
-    for col in ("op type", "count", "device ms", "attributed ms"):
-        top.add_column(col, justify="left" if col == "op type" else "right")
-    for t in s.top_op_types[:8]:
-        top.add_row(
-            t.op_type,
-            f"{t.count_per_token:g}",
-            f"{t.device_ms_per_token:.3f}",
-            f"{t.attributed_ms_per_token:.3f}",
-        )
-    console.print(top)
+    if decode:
+        top = Table(title="top op types (decode, per token)", title_justify="left")
+        for col in ("op type", "count", "device ms", "attributed ms"):
+            top.add_column(col, justify="left" if col == "op type" else "right")
+        for t in s.top_op_types[:8]:
+            top.add_row(
+                t.op_type,
+                f"{t.count_per_token:g}",
+                f"{t.device_ms_per_token:.3f}",
+                f"{t.attributed_ms_per_token:.3f}",
+            )
+        console.print(top)
     fired: dict[str, dict[str, int]] = {}
     for phase, rules in s.fusion_fired.items():
         for rule, n in rules.items():

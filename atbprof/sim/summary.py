@@ -39,6 +39,7 @@ class RunSummary(BaseModel):
     ops_total: int
     ops_per_decode_step: int
     breakdown_ms_per_token: dict[str, float]
+    ttft_breakdown_ms: dict[str, float]
     bound_ms_per_token: dict[str, float]
     top_op_types: list[OpTypeTime]
     hbm_floor_ms_per_token: float
@@ -59,6 +60,7 @@ class SummaryBuilder:
 
     def __init__(self) -> None:
         self.cat: dict[str, float] = defaultdict(float)
+        self.prefill_cat: dict[str, float] = defaultdict(float)
         self.bound: dict[str, float] = defaultdict(float)
         self.type_dev: dict[str, float] = defaultdict(float)
         self.type_inc: dict[str, float] = defaultdict(float)
@@ -85,6 +87,13 @@ class SummaryBuilder:
         inc = np.where(step != prev_step, dur, end - prev_end)
         self._last_step, self._last_end = int(step[-1]), int(end[-1])
         decode = step > 0
+        role_all = batch.column("role")
+        cat_all = np.array([CATEGORIES.get(r.split(".")[0], "other") for r in role_all.dictionary.to_pylist()])[
+            role_all.indices.to_numpy()
+        ]
+        prefill = ~decode
+        for name in ("attention", "ffn"):
+            self.prefill_cat[name] += float(inc[prefill & (cat_all == name)].sum())
         if not decode.any():
             return
         self.decode_ops += int(decode.sum())
@@ -134,6 +143,8 @@ class SummaryBuilder:
         breakdown = {name: self.cat[name] / k for name in ("attention", "ffn")}
         breakdown["other"] = per_tok - sum(breakdown.values())
         dec_wall = float(wall[dec].sum())
+        ttft_rows = {name: self.prefill_cat[name] / 1e6 for name in ("attention", "ffn")}
+        ttft_rows["other"] = ttft - sum(ttft_rows.values())
         top = sorted(self.type_inc, key=lambda t: -self.type_inc[t])[:10]
         return RunSummary(
             ttft_ms=round(ttft, 4),
@@ -147,6 +158,7 @@ class SummaryBuilder:
             ops_total=self.ops,
             ops_per_decode_step=self.decode_ops // max(n_dec, 1),
             breakdown_ms_per_token={kk: round(v, 4) for kk, v in breakdown.items()},
+            ttft_breakdown_ms={kk: round(v, 4) for kk, v in ttft_rows.items()},
             bound_ms_per_token={b: round(self.bound[b] / k, 4) for b in ("compute", "memory", "launch")},
             top_op_types=[
                 OpTypeTime(

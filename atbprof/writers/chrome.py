@@ -33,7 +33,9 @@ STATIC_KEYS |= {"input_shapes": "Input Shapes", "input_dtypes": "Input Data Type
 STATIC_KEYS |= {"output_shapes": "Output Shapes", "output_dtypes": "Output Data Types", "bound": "bound"}
 RATIO_KEYS = {p: {"mac": "aic_mac_ratio", "vec": "aiv_vec_ratio"}.get(p, f"{p}_ratio") for p in PIPES}
 LEVELS = ("step", "layer", "block")
-_CHUNK = 1 << 13  # max rows per pass: small enough for the allocator to reuse the text buffers (no page faults)
+_CHUNK = 8192  # max rows per text pass: small text buffers (~1 KB/row) are reused by the allocator; big ones
+# are returned to the OS and page-faulted in again (25% slower)
+_GROUP_CHUNK = 1 << 16  # rows per pass for group / busy-interval texts
 _GZ_BLOCK = 1 << 20  # bytes per compressor call
 _SMALL = 1 << 16  # ints in [-1, _SMALL) come from lookup tables
 _UTIL = '}},\n{"name":"AI Core utilization","pid":2,"ts":'
@@ -93,7 +95,8 @@ def _combine(frags: list[Frag], suf: str = "") -> list[tuple[pa.Array, np.ndarra
         key, radix, group = np.zeros(len(frags[i][1]), np.int64), 1, []
         while i < len(frags) and radix * len(frags[i][0]) < 1 << 62:
             radix *= len(frags[i][0])
-            key = key * len(frags[i][0]) + frags[i][1].astype(np.int64)
+            key *= len(frags[i][0])
+            key += frags[i][1]
             group.append(frags[i][0])
             i += 1
         enc = pc.dictionary_encode(pa.array(key))
@@ -185,8 +188,12 @@ class _Asm:
         empty, static = self.st.get(("lit", ""), lambda: [""]), self.st.pool()
         perm = np.empty((self.n, len(self.cols)), np.int32)
         for j, (dyn, col, valid, _) in enumerate(self.cols):
-            col = col + len(static) if dyn else col
-            perm[:, j] = col if valid is None else np.where(valid, col, empty)
+            if valid is not None:
+                perm[:, j] = np.where(valid, col + len(static) if dyn else col, empty)
+            elif dyn:
+                np.add(col, len(static), out=perm[:, j], casting="unsafe")
+            else:
+                perm[:, j] = col
         pieces = pa.chunked_array([static, *self.dyn], pa.string()).take(pa.array(perm.reshape(-1)))
         pieces = pieces.chunk(0) if pieces.num_chunks == 1 else pieces.combine_chunks()
         _, offsets, data = pieces.buffers()
@@ -279,9 +286,16 @@ class ChromeTraceWriter:
     @_guarded
     def write_batch(self, batch: pa.RecordBatch) -> None:
         check_table(batch.schema, "op batch")
-        size = -(-batch.num_rows // -(-batch.num_rows // _CHUNK)) if batch.num_rows else 1  # even chunks
-        for off in range(0, batch.num_rows, size):
-            self._chunk(batch.slice(off, size))
+        for off in range(0, batch.num_rows, _GROUP_CHUNK):  # group texts per 64k rows, op texts per <= 8k
+            b = batch.slice(off, _GROUP_CHUNK)
+            s, dur = b.column("task_start_ns").to_numpy(), b.column("task_dur_ns").to_numpy()
+            if min(s.min(), dur.min()) < 0:
+                raise ValueError(f"op batch at op_index {b.column('op_index')[0]}: negative task time")
+            e = s + dur
+            prefix = [self._overlap(s, e), *self._groups(b, s, e)]
+            size = -(-b.num_rows // -(-b.num_rows // _CHUNK))  # even chunks of <= _CHUNK rows
+            for lo in range(0, b.num_rows, size):
+                self._chunk(b.slice(lo, size), lo, prefix)
 
     @_guarded
     def close(self, steps: pa.Table) -> None:
@@ -343,37 +357,34 @@ class ChromeTraceWriter:
         col = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
         d, hit = col.dictionary, self._frags.get(key)
         if hit is None or not (hit[0] is d or hit[0].equals(d)):
-            known = self._values.setdefault(key, {})  # value -> text, across dictionaries (bounded)
+            known = self._values.setdefault(key, {})  # value -> text across dictionaries (bounded)
             if len(known) > _SMALL:
                 known.clear()
-            hit = self._frags[key] = (
-                d,
-                [known[v] if v in known else known.setdefault(v, fmt(v)) for v in d.to_pylist()],
-            )
+            hit = self._frags[key] = (d, [known.get(v) or known.setdefault(v, fmt(v)) for v in d.to_pylist()])
         ix = col.indices
-        return hit[1], np.frombuffer(
-            ix.buffers()[1], ix.type.to_pandas_dtype(), len(ix), ix.offset * ix.type.byte_width
-        )
+        return hit[1], ix.to_numpy(zero_copy_only=False)
 
     def _code(self, col: pa.Array, kind: str, fn: Callable[[str], str]) -> np.ndarray:
         table = self._codes[kind]
         codes = np.array([table.setdefault(fn(v), len(table)) for v in col.dictionary.to_pylist()], np.int64)
         return codes[col.indices.to_numpy(zero_copy_only=False)]
 
-    def _chunk(self, b: pa.RecordBatch) -> None:
+    def _chunk(self, b: pa.RecordBatch, off: int, prefix: list[tuple[pa.Array, np.ndarray]]) -> None:
+        """Text of rows [off, off + len(b)) of a group chunk: events completed there, host X + s, device X, f."""
         c = b.column
         s, dur, stream = (c(k).to_numpy() for k in ("task_start_ns", "task_dur_ns", "stream_id"))
         h = c("host_launch_start_ns")
         v = None if h.null_count in (0, len(h)) else pc.is_valid(h).to_numpy(zero_copy_only=False)
         hs, hd = (pc.fill_null(c(k), 0).to_numpy() for k in ("host_launch_start_ns", "host_launch_dur_ns"))
-        if min(s.min(), dur.min(), stream.min(), hs.min(), hd.min()) < 0:
-            raise ValueError(f"op batch at op_index {c('op_index')[0]}: negative time, duration or stream id")
+        if min(stream.min(), hs.min(), hd.min()) < 0:
+            raise ValueError(f"op batch at op_index {c('op_index')[0]}: negative launch time or stream id")
         self._streams_seen.update(pc.unique(c("stream_id")).to_pylist())
-        a, e = _Asm(self._st, b.num_rows, v), s + dur
-        for text, at in (self._overlap(s, e), *self._groups(b, s, e)):
-            if len(at):
+        a = _Asm(self._st, b.num_rows, v)
+        for text, at in prefix:
+            i, j = np.searchsorted(at, [off, off + b.num_rows])
+            if j > i:
                 idx, hit = np.zeros(len(s), np.int64), np.zeros(len(s), bool)
-                idx[at], hit[at] = np.arange(len(at)), True
+                idx[at[i:j] - off], hit[at[i:j] - off] = np.arange(i, j), True
                 a.add(text, idx, hit)
         conn = pc.cast(pc.add(c("op_index"), 1), pa.string())
         sid = np.where(stream == 0, STREAM0_TID, stream)
@@ -399,15 +410,19 @@ class ChromeTraceWriter:
         a.int(c("step").to_numpy(), ',"step":', ',"hbm_bytes":')
         a.int(c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy())
         a.int(c("flops").to_numpy(), ',"flops":')
-        for p in PIPES:
-            x = c(f"{p}_ratio").to_numpy().astype(np.float64)
-            x *= 1000.0
-            with np.errstate(invalid="ignore"):  # NaN -> int64 min -> the slow path below
-                m, key = np.rint(x, out=x).astype(np.int64), f',"{RATIO_KEYS[p]}":'
-            if m.min() >= 0 and m.max() <= 1000:
+        x = np.empty((len(PIPES), b.num_rows))
+        for i, p in enumerate(PIPES):
+            x[i] = c(f"{p}_ratio").to_numpy()
+        x *= 1000.0
+        with np.errstate(invalid="ignore"):  # NaN -> int64 min -> the slow path below
+            milli = np.rint(x, out=x).astype(np.int64)
+        fast = (milli.min(axis=1) >= 0) & (milli.max(axis=1) <= 1000)
+        for p, m, xp, ok in zip(PIPES, milli, x, fast, strict=True):
+            key = f',"{RATIO_KEYS[p]}":'
+            if ok:
                 a.table(("ratio", key), partial(_ratio_table, key), m)
             else:
-                a.fixed3(np.clip(np.nan_to_num(x), 0, 1 << 40).astype(np.int64), "", None, key)
+                a.fixed3(np.clip(np.nan_to_num(xp), 0, 1 << 40).astype(np.int64), "", None, key)
         frags = [self._frag(c(k), k, partial(_kv, STATIC_KEYS[k])) for k in STATIC_KEYS]
         fused = pc.binary_join(c("fused_from"), "+")
         frags.append(self._frag(fused, "fused", lambda x: f',"fused_from":{_js(x)}' if x else ""))

@@ -226,8 +226,10 @@ def test_batching_and_chunking_do_not_change_bytes(tmp_path: Path, monkeypatch: 
     assert write(tmp_path / "b", ops, steps) == ref  # deterministic across runs
     for i, cuts in enumerate([(7, 40), (1, 2, 37, 38), (ops.num_rows - 1,)]):
         assert write(tmp_path / f"c{i}", ops, steps, cuts) == ref
-    monkeypatch.setattr(chrome, "_CHUNK", 4)  # groups and busy intervals cross many chunks
-    assert write(tmp_path / "d", ops, steps) == ref
+    for chunk, group_chunk in ((4, 1 << 16), (3, 7), (1, 1)):  # groups and busy intervals cross many chunks
+        monkeypatch.setattr(chrome, "_CHUNK", chunk)
+        monkeypatch.setattr(chrome, "_GROUP_CHUNK", group_chunk)
+        assert write(tmp_path / f"d{chunk}", ops, steps, (20,)) == ref
     monkeypatch.setattr(chrome, "_GZ_BLOCK", 1000)
     assert gzip.decompress(write(tmp_path / "e", ops, steps)) == gzip.decompress(ref)
 
