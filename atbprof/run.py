@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from atbprof import __version__
@@ -17,7 +18,8 @@ from atbprof.errors import AtbprofError, OutputExistsError
 from atbprof.optable.schema import SCHEMA_VERSION
 from atbprof.sim.simulate import Simulation
 from atbprof.sim.summary import NearMissRow, RunSummary, SummaryBuilder
-from atbprof.writers.base import RunWriter, TraceMeta
+from atbprof.writers.background import BackgroundWriter
+from atbprof.writers.base import TraceMeta
 from atbprof.writers.chrome import ChromeTraceWriter
 from atbprof.writers.parquet import ParquetOpsWriter
 
@@ -50,8 +52,25 @@ def _fusion_report(sim: Simulation) -> dict[str, Any]:
     return {"fusion_fired": fired, "fusion_disabled": disabled, "near_misses": list(rows.values())}
 
 
-def _notes(sim: Simulation, summary: RunSummary) -> tuple[str, ...]:
+def _trace_steps(sim: Simulation) -> int:
+    """How many whole steps the Chrome trace covers (trace_max_steps, and trace_max_ops device tasks)."""
+    out = sim.cfg.output
+    per_step = [len(sim.phases[p.phase].graph.nodes) for p in sim.plans for _ in p.steps]
+    steps = len(per_step) if out.trace_max_steps is None else min(out.trace_max_steps, len(per_step))
+    if out.trace_max_ops is not None:
+        fits = int(np.searchsorted(np.cumsum(per_step), out.trace_max_ops, side="right"))
+        steps = min(steps, max(fits, 1))
+    return steps
+
+
+def _notes(sim: Simulation, summary: RunSummary, trace_steps: int) -> tuple[str, ...]:
     notes = [f"{rule} switched off: {why}" for rule, why in summary.fusion_disabled.items()]
+    total = sum(len(p.steps) for p in sim.plans)
+    if sim.cfg.output.trace and trace_steps < total:
+        notes.append(
+            f"trace.json.gz covers steps 0-{trace_steps - 1} of {total} (output.trace_max_ops / trace_max_steps; "
+            "the Perfetto UI handles about a million slices); ops.parquet has every step"
+        )
     d, w = sim.dims, sim.cfg.workload
     kv = 2 * d.layers * d.kv_heads * d.head_dim * d.dsize * w.batch_size * (w.prompt_len + w.decode_tokens)
     need = (d.weight_bytes() + (d.vocab - 1) * d.hidden * d.dsize + kv) / 1e9
@@ -103,36 +122,36 @@ def run_simulation(
             execution_mode=cfg.execution.mode,
             streams=tuple(sorted({int(s) for pm in sim.phases.values() for s in pm.stream})),
         )
-        writers: list[RunWriter] = [ParquetOpsWriter()]
-        trace = ChromeTraceWriter() if cfg.output.trace else None
+        trace_steps = _trace_steps(sim)
+        writers = [BackgroundWriter(ParquetOpsWriter())]
+        trace = BackgroundWriter(ChromeTraceWriter()) if cfg.output.trace and trace_steps else None
         if trace is not None:
             writers.append(trace)
         for w in writers:
             w.open(tmp, meta)
         builder = SummaryBuilder()
         done = 0
-        max_steps = cfg.output.trace_max_steps
-        for batch in sim.batches():
-            builder.add(batch)
-            for w in writers:
-                if w is trace and max_steps is not None:
-                    steps = batch.column("step").to_numpy()
-                    keep = int((steps < max_steps).sum())
+        try:
+            for batch in sim.batches():
+                builder.add(batch)
+                writers[0].write_batch(batch)
+                if trace is not None:
+                    keep = int(np.searchsorted(batch.column("step").to_numpy(), trace_steps))
                     if keep:
-                        w.write_batch(batch.slice(0, keep))
-                    continue
-                w.write_batch(batch)
-            done += batch.num_rows
-            if progress:
-                progress(done, sim.total_ops)
+                        trace.write_batch(batch.slice(0, keep))
+                done += batch.num_rows
+                if progress:
+                    progress(done, sim.total_ops)
+        except BaseException:
+            for w in writers:
+                w.abort()
+            raise
         steps = sim.steps_table()
-        for w in writers:
-            if w is trace and max_steps is not None:
-                w.close(steps.slice(0, max_steps))
-            else:
-                w.close(steps)
+        writers[0].close(steps)
+        if trace is not None:
+            trace.close(steps.slice(0, trace_steps))
         summary = builder.finish(steps, cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim))
-        notes = _notes(sim, summary)
+        notes = _notes(sim, summary, trace_steps)
         doc = {
             "schema_version": SCHEMA_VERSION,
             "atbprof_version": __version__,

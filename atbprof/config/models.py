@@ -144,6 +144,12 @@ class OutputSection(_Section):
         ge=1,
         description="limit the Chrome trace to the first N steps (ops.parquet always has all)",
     )
+    trace_max_ops: int | None = Field(
+        default=1_000_000,
+        ge=1,
+        description="limit the Chrome trace to the whole steps that fit in this many device tasks (the Perfetto UI "
+        "handles about a million slices; null = no limit); ops.parquet always has every op",
+    )
 
 
 class RunConfig(_Section):

@@ -93,7 +93,7 @@ def _host_model(cfg: RunConfig) -> HostModel:
 class Simulation:
     """Everything resolved from a config; `batches()` streams the op table."""
 
-    def __init__(self, cfg: RunConfig, chunk_steps: int = 64) -> None:
+    def __init__(self, cfg: RunConfig, batch_rows: int = 1 << 17) -> None:
         self.cfg = cfg
         self.dims: ModelDims = resolve_model(cfg.model)
         self.device: DeviceSpec = load_device(cfg.device.preset, cfg.device.spec)
@@ -107,7 +107,7 @@ class Simulation:
         self.host = _host_model(cfg)
         wf = cfg.execution.weight_format or ("nd" if cfg.execution.mode == "eager" else "nz")
         self.weights_nz = wf == "nz"
-        self.chunk_steps = chunk_steps
+        self.batch_rows = batch_rows  # rows per streamed batch (whole steps): bounds memory
         self.plans: list[StepPlan] = plan_steps(cfg.workload.prompt_len, cfg.workload.decode_tokens)
         base = build_graph(self.dims)
         self.base_ops_per_step = len(base.nodes)
@@ -173,7 +173,7 @@ class Simulation:
         for plan in self.plans:
             pm = self.phases[plan.phase]
             n_nodes = len(pm.graph.nodes)
-            for chunk in plan.chunks(self.chunk_steps):
+            for chunk in plan.chunks(max(1, self.batch_rows // n_nodes)):
                 k = len(chunk.steps)
                 values = basis_values(b, chunk.sq, chunk.skv)
                 costs = evaluate_costs(pm.reps, self.device, values, self.weights_nz)

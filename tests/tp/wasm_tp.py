@@ -245,9 +245,10 @@ class WasmTraceProcessor(TraceProcessor):
             del self._engine
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
-        """The result as a list of tuples (column order as in the query)."""
+        """The result as a list of tuples in column order (Row objects lose columns that share a name)."""
         it = self.query(sql)
-        return [tuple(getattr(r, c) for c in it.column_names) for r in it]
+        n, cells = it.column_count, list(it.cells)
+        return [tuple(cells[i : i + n]) for i in range(0, n * it.row_count, n)] if n else []
 
     def scalar(self, sql: str) -> Any:
         (row,) = self.rows(sql)
