@@ -35,7 +35,7 @@ class BackgroundWriter:
                 return
             if self._error is None:
                 try:
-                    self.inner.write_batch(item)  # type: ignore[arg-type]
+                    self.inner.write_batch(item)
                 except BaseException as err:  # re-raised on the caller's thread
                     self._error = err
 
