@@ -246,12 +246,13 @@ def _chain(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -
         matched = 0
         for pattern in rule.patterns:
             n = len(pattern.ops)
-            window = [sw.current(m) for m in src[i : i + n]]
-            if len(window) < n or not all(_type_ok(w, m.op_type) for w, m in zip(pattern.ops, window, strict=True)):
-                reason = _interposed(pattern, src, i)
+            raw = src[i : i + n]  # op types do not change when inputs are re-pointed: test them first
+            if len(raw) < n or not all(_type_ok(w, m.op_type) for w, m in zip(pattern.ops, raw, strict=True)):
+                reason = _interposed(pattern, src, i) if _type_ok(pattern.ops[0], src[i].op_type) else None
                 if reason:
                     result.near_misses.append(NearMiss(rule.name, ctx.phase, src[i].layer, src[i].id, reason))
                 continue
+            window = [sw.current(m) for m in raw]
             reason = why_off or _structure(rule, pattern, window, sw.consumers, by_id)
             if reason:
                 result.near_misses.append(NearMiss(rule.name, ctx.phase, window[-1].layer, window[0].id, reason))

@@ -87,7 +87,10 @@ class ShapeColumns:
         idx = self.index[kind]
         step_off = np.arange(n_steps)[:, None] * varies[idx][None, :]
         indices = (offset[idx][None, :] + step_off).ravel().astype(np.int32)
-        return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32()), pa.array(strings, pa.string()))
+        # unique dictionary values: Parquet's dictionary pages are only byte-reproducible without duplicates
+        first: dict[str, int] = {}
+        remap = np.array([first.setdefault(v, len(first)) for v in strings], dtype=np.int32)
+        return pa.DictionaryArray.from_arrays(pa.array(remap[indices]), pa.array(list(first), pa.string()))
 
     def dtype_column(self, kind: str, n_steps: int) -> pa.DictionaryArray:
         values = self.dtypes[kind]

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from wasm_tp import WasmEngine, bundle_dir, node_binary
+from tests.tp.wasm_tp import WasmEngine, bundle_dir, node_binary
 
 
 @pytest.fixture(scope="session")

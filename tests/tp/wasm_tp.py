@@ -18,6 +18,7 @@ finalize error (e.g. "JSON trace file is incomplete") raises.
 from __future__ import annotations
 
 import collections
+import contextlib
 import gzip
 import os
 import select
@@ -109,9 +110,7 @@ class NodeTransport:
             data = os.read(self._fd, max(n - len(self._buf), 1 << 16))
             if not data:
                 self.proc.wait(5)
-                raise ConnectionError(
-                    f"the trace_processor host exited (rc={self.proc.returncode}):\n{self.log()}"
-                )
+                raise ConnectionError(f"the trace_processor host exited (rc={self.proc.returncode}):\n{self.log()}")
             self._buf += data
         out = bytes(self._buf[:n])
         del self._buf[:n]
@@ -119,10 +118,8 @@ class NodeTransport:
 
     def close(self) -> None:
         if self.proc.stdin and not self.proc.stdin.closed:
-            try:
+            with contextlib.suppress(OSError):  # the host may already be gone
                 self.proc.stdin.close()
-            except OSError:
-                pass
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -223,7 +220,8 @@ class WasmTraceProcessor(TraceProcessor):
 
     `engine`: a shared `WasmEngine` (reset before loading; `close()` leaves it running); None starts a private
     one that `close()` stops. `trace` may be a path (gzip is decompressed by trace_processor itself), bytes, a
-    binary file object or an iterable of byte chunks.
+    binary file object or an iterable of byte chunks. On a shared engine only the newest processor is valid: a
+    later load replaces the trace an older one would query.
     """
 
     def __init__(self, trace: Any = None, *, engine: WasmEngine | None = None) -> None:

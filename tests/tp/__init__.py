@@ -1,0 +1,1 @@
+"""Real Perfetto trace_processor (WASM, Node) checks of atbprof traces."""
