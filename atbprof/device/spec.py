@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from importlib import resources
-from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from atbprof.config.yamlio import load_yaml_file
 from atbprof.errors import ConfigError
 
 PRESETS = ("910A", "910B1", "910B2", "910B3", "910B4")
@@ -89,12 +89,7 @@ class DeviceSpec(_M):
 
 def load_device(preset: str | None, spec: str | None = None) -> DeviceSpec:
     if spec:
-        try:
-            doc = yaml.safe_load(Path(spec).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"device.spec: {spec}: no such file") from None
-        except yaml.YAMLError as err:
-            raise ConfigError(f"device.spec: {spec}: not valid YAML ({err})") from None
+        doc = load_yaml_file(spec, "device.spec")
         source = spec
     else:
         if preset not in PRESETS:

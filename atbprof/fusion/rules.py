@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from importlib import resources
-from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from atbprof.config.yamlio import load_yaml_file
 from atbprof.errors import ConfigError
 
 
@@ -78,11 +78,5 @@ def load_rules(extra_file: str | None = None) -> RuleSet:
     base = _parse(yaml.safe_load(text), "fusion_rules.yaml")
     if not extra_file:
         return base
-    try:
-        user = yaml.safe_load(Path(extra_file).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"fusion.rules_file: {extra_file}: no such file") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"fusion.rules_file: {extra_file}: not valid YAML ({err})") from None
-    extra = _parse(user, extra_file)
+    extra = _parse(load_yaml_file(extra_file, "fusion.rules_file"), extra_file)
     return RuleSet(rules={**base.rules, **extra.rules}, strategies={**base.strategies, **extra.strategies})

@@ -271,21 +271,18 @@ class GraphBuilder:
         mul = self.vec("Mul", "ffn.act", layer, [self.out(act), self.out(up)], self.act(d.inter))
         return self.out(self.matmul("ffn.down", layer, self.out(mul), d.inter, d.hidden))
 
+    def gather(self, ids: Tensor, table: Tensor) -> tuple[int, Tensor]:
+        """Embedding lookup: one row of `table` per token."""
+        row = T * (self.d.hidden * self.ds)
+        work = Work("vector", vec_bytes=row, stream_bytes=row, kind="GatherV2")
+        return self.out(self.op("GatherV2", "head.embed", -1, [(-1, ids)], self.act(self.d.hidden), work, [table]))
+
     def build(self) -> Graph:
         d = self.d
         h = d.hidden
         ids = Tensor((B, SQ), "DT_INT64", T * 8)
         table = Tensor((Lin(one=d.vocab), Lin(one=h)), self.dt, Lin(one=d.vocab * h * self.ds))
-        emb = self.op(
-            "GatherV2",
-            "head.embed",
-            -1,
-            [(-1, ids)],
-            self.act(h),
-            Work("vector", vec_bytes=T * (h * self.ds), stream_bytes=T * (h * self.ds), kind="GatherV2"),
-            params=[table],
-        )
-        x = self.out(emb)
+        x = self.gather(ids, table)
         if d.architecture == "llama":
             # HF LlamaRotaryEmbedding: inv_freq x positions -> cat -> cos, sin (once per step)
             half = Tensor((B, SQ, Lin(one=d.head_dim // 2)), FP32, T * (d.head_dim * 2))
@@ -296,16 +293,7 @@ class GraphBuilder:
             self.vec("Sin", "head.rope_table", -1, [self.out(cat)], full)
         else:
             pos = Tensor((Lin(one=4096), Lin(one=h)), self.dt, Lin(one=4096 * h * self.ds))
-            pe = self.op(
-                "GatherV2",
-                "head.embed",
-                -1,
-                [(-1, ids)],
-                self.act(h),
-                Work("vector", vec_bytes=T * (h * self.ds), stream_bytes=T * (h * self.ds), kind="GatherV2"),
-                params=[pos],
-            )
-            x = self.out(self.vec("Add", "head.embed", -1, [x, self.out(pe)], self.act(h)))
+            x = self.out(self.vec("Add", "head.embed", -1, [x, self.gather(ids, pos)], self.act(h)))
         for layer in range(d.layers):
             a_in = self.norm("attn.norm", layer, x)
             attn = self.attention(layer, a_in)
