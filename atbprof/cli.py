@@ -47,6 +47,12 @@ def main_options(
 def run(
     config: Annotated[Path, typer.Option("--config", "-c", help="Run config YAML (see fixtures/).")],
     fusion: Annotated[str | None, typer.Option(help="Fusion strategy: none, default, aggressive, ...")] = None,
+    trace_steps: Annotated[
+        str | None, typer.Option(help="Steps to put in the trace, e.g. 0-8,100 (default: all that fit the UI).")
+    ] = None,
+    trace_layers: Annotated[
+        str | None, typer.Option(help="Decoder layers to put in the trace, e.g. 0-1,31 (model-level ops stay).")
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Output directory (default traces/<name>).")] = None,
     force: Annotated[bool, typer.Option(help="Replace an existing output directory.")] = False,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: KEY.PATH=VALUE.")] = None,
@@ -64,6 +70,9 @@ def run(
         overrides = list(set_ or [])
         if fusion is not None:
             overrides.append(f"fusion={fusion}")
+        for key, value in (("output.trace_steps", trace_steps), ("output.trace_layers", trace_layers)):
+            if value is not None:
+                overrides.append(f"{key}='{value}'")
         cfg = load_config(config, overrides)
         try:
             simulate_and_render(cfg)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 
 from atbprof import __version__
@@ -22,6 +21,7 @@ from atbprof.writers.background import BackgroundWriter
 from atbprof.writers.base import TraceMeta
 from atbprof.writers.chrome import ChromeTraceWriter
 from atbprof.writers.parquet import ParquetOpsWriter
+from atbprof.writers.selection import TraceSelection, select_trace
 
 Progress = Callable[[int, int], None]
 
@@ -52,25 +52,29 @@ def _fusion_report(sim: Simulation) -> dict[str, Any]:
     return {"fusion_fired": fired, "fusion_disabled": disabled, "near_misses": list(rows.values())}
 
 
-def _trace_steps(sim: Simulation) -> int:
-    """How many whole steps the Chrome trace covers (trace_max_steps, and trace_max_ops device tasks)."""
+def _trace_selection(sim: Simulation) -> TraceSelection:
     out = sim.cfg.output
-    per_step = [len(sim.phases[p.phase].graph.nodes) for p in sim.plans for _ in p.steps]
-    steps = len(per_step) if out.trace_max_steps is None else min(out.trace_max_steps, len(per_step))
-    if out.trace_max_ops is not None:
-        fits = int(np.searchsorted(np.cumsum(per_step), out.trace_max_ops, side="right"))
-        steps = min(steps, max(fits, 1))
-    return steps
+    per_step, in_layers = [], []
+    for plan in sim.plans:
+        layer = sim.phases[plan.phase].layer
+        per_step += [len(layer)] * len(plan.steps)
+        in_layers += [int((layer >= 0).sum())] * len(plan.steps)
+    return select_trace(
+        per_step,
+        in_layers,
+        sim.dims.layers,
+        sim.cfg.execution.mode,
+        out.trace_steps,
+        out.trace_layers,
+        out.trace_max_mb,
+    )
 
 
-def _notes(sim: Simulation, summary: RunSummary, trace_steps: int) -> tuple[str, ...]:
+def _notes(sim: Simulation, summary: RunSummary, selection: TraceSelection) -> tuple[str, ...]:
     notes = [f"{rule} switched off: {why}" for rule, why in summary.fusion_disabled.items()]
-    total = sum(len(p.steps) for p in sim.plans)
-    if sim.cfg.output.trace and trace_steps < total:
-        notes.append(
-            f"trace.json.gz covers steps 0-{trace_steps - 1} of {total} (output.trace_max_ops / trace_max_steps; "
-            "the Perfetto UI handles about a million slices); ops.parquet has every step"
-        )
+    described = selection.describe()
+    if sim.cfg.output.trace and described:
+        notes.append(described)
     d, w = sim.dims, sim.cfg.workload
     kv = 2 * d.layers * d.kv_heads * d.head_dim * d.dsize * w.batch_size * (w.prompt_len + w.decode_tokens)
     need = (d.weight_bytes() + (d.vocab - 1) * d.hidden * d.dsize + kv) / 1e9
@@ -122,9 +126,9 @@ def run_simulation(
             execution_mode=cfg.execution.mode,
             streams=tuple(sorted({int(s) for pm in sim.phases.values() for s in pm.stream})),
         )
-        trace_steps = _trace_steps(sim)
+        selection = _trace_selection(sim)
         writers = [BackgroundWriter(ParquetOpsWriter())]
-        trace = BackgroundWriter(ChromeTraceWriter()) if cfg.output.trace and trace_steps else None
+        trace = BackgroundWriter(ChromeTraceWriter()) if cfg.output.trace and len(selection.steps) else None
         if trace is not None:
             writers.append(trace)
         for w in writers:
@@ -136,9 +140,9 @@ def run_simulation(
                 builder.add(batch)
                 writers[0].write_batch(batch)
                 if trace is not None:
-                    keep = int(np.searchsorted(batch.column("step").to_numpy(), trace_steps))
-                    if keep:
-                        trace.write_batch(batch.slice(0, keep))
+                    kept = selection.filter(batch)
+                    if kept.num_rows:
+                        trace.write_batch(kept)
                 done += batch.num_rows
                 if progress:
                     progress(done, sim.total_ops)
@@ -149,9 +153,9 @@ def run_simulation(
         steps = sim.steps_table()
         writers[0].close(steps)
         if trace is not None:
-            trace.close(steps.slice(0, trace_steps))
+            trace.close(selection.steps_table(steps))
         summary = builder.finish(steps, cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim))
-        notes = _notes(sim, summary, trace_steps)
+        notes = _notes(sim, summary, selection)
         doc = {
             "schema_version": SCHEMA_VERSION,
             "atbprof_version": __version__,

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from atbprof.errors import AtbprofError
+
 KV_REUSE_WITH_PAGED_ATTENTION = (
     "memory.enable_kv_cache_reuse together with paged attention is refused: ATB's KV-cache reuse and "
     "vLLM's PagedAttention manage the same cache and conflict (seed 002, pitfall 2). "
@@ -139,16 +141,32 @@ class FusionSection(_Section):
 class OutputSection(_Section):
     dir: str | None = Field(default=None, description="output directory; default traces/<name>")
     trace: bool = Field(default=True, description="write trace.json.gz")
-    trace_max_steps: int | None = Field(
-        default=None,
-        ge=1,
-        description="limit the Chrome trace to the first N steps (ops.parquet always has all)",
+    trace_steps: str | None = Field(
+        default=None, description="steps in the trace, e.g. '0-8,100' (default: all that fit in trace_max_mb)"
     )
-    trace_max_ops: int | None = Field(
-        default=1_000_000,
-        ge=1,
-        description="limit the Chrome trace to the whole steps that fit in this many device tasks (the Perfetto UI "
-        "handles about a million slices; null = no limit); ops.parquet always has every op",
+    trace_layers: str | None = Field(
+        default=None, description="decoder layers in the trace, e.g. '0-1,31' (model-level ops always stay)"
+    )
+
+    @field_validator("trace_steps", "trace_layers", mode="before")
+    @classmethod
+    def _ranges(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if isinstance(value, str):
+            from atbprof.writers.selection import parse_ranges  # the one parser of range lists
+
+            try:
+                parse_ranges(value, "ranges")
+            except AtbprofError:
+                raise ValueError("expected ranges like 0-3,10,20- (non-negative integers, low-high)") from None
+        return value
+
+    trace_max_mb: float | None = Field(
+        default=600,
+        gt=0,
+        description="without trace_steps, keep the whole steps that fit in this much estimated JSON (the Perfetto UI "
+        "holds ~2 GB and a trace takes 2-4x its size there; null = no limit); ops.parquet always has every op",
     )
 
 

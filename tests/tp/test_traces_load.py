@@ -35,6 +35,7 @@ from atbprof.sim.simulate import Simulation
 from atbprof.writers.base import TraceMeta
 from atbprof.writers.chrome import ChromeTraceWriter
 from atbprof.writers.parquet import ParquetOpsWriter
+from atbprof.writers.selection import parse_ranges
 from tests.tp.wasm_tp import WasmEngine, WasmTraceProcessor, bundle_dir, gunzipped_chunks
 
 if bundle_dir() is None:
@@ -58,10 +59,29 @@ GENERATED: dict[str, tuple[str, list[str]]] = {
     "prefill-only": ("tiny-llama.yaml", ["workload.decode_tokens=0"]),
     "graph-mode": ("tiny-llama.yaml", ["execution.mode=graph"]),
     "long-decode": ("tiny-llama.yaml", ["workload.decode_tokens=64"]),
-    "trace-max-steps": ("tiny-llama.yaml", ["workload.decode_tokens=6", "output.trace_max_steps=3"]),
+    "trace-selection": (
+        "tiny-llama.yaml",
+        ["workload.decode_tokens=6", "output.trace_steps=0-2,5", "output.trace_layers=1"],
+    ),
 }
 SYNTHETIC = ["multi-stream"]  # tiny-llama's ops moved to streams 0 and 3, host_tid 4242 (writer called directly)
 CASES = [*GENERATED, *SYNTHETIC, *(f"example:{p.parent.name}" for p in EXAMPLES)]
+
+
+def _selected(ops: pa.Table, steps: pa.Table, step_ranges: str | None, layer_ranges: str | None):
+    """The ops and steps a trace with --trace-steps / --trace-layers should show."""
+    if step_ranges is not None:
+        keep = [s for s in steps.column("step").to_pylist() if _in(s, step_ranges)]
+        ops = ops.filter(pc.is_in(ops.column("step"), pa.array(keep, pa.int32())))
+        steps = steps.filter(pc.is_in(steps.column("step"), pa.array(keep, pa.int32())))
+    if layer_ranges is not None:
+        layer = ops.column("layer").to_pylist()
+        ops = ops.filter(pa.array([v == -1 or _in(v, layer_ranges) for v in layer]))
+    return ops, steps
+
+
+def _in(value: int, ranges: str) -> bool:
+    return any(a <= value <= (10**9 if b is None else b) for a, b in parse_ranges(ranges, "test"))
 
 
 def _multi_stream_run(out: Path) -> None:
@@ -140,12 +160,9 @@ def loaded(request: pytest.FixtureRequest, tp_engine: WasmEngine, runs_root: Pat
         if not (run_dir / name).exists():
             pytest.skip(f"{run_dir} has no {name} to compare the trace with")
     ops, steps = pq.read_table(run_dir / "ops.parquet"), pq.read_table(run_dir / "steps.parquet")
-    max_steps = None
     if (run_dir / "run.json").exists():
-        max_steps = orjson.loads((run_dir / "run.json").read_bytes())["config"]["output"].get("trace_max_steps")
-    if max_steps is not None:
-        ops = ops.filter(pc.less(ops.column("step"), max_steps))
-        steps = steps.filter(pc.less(steps.column("step"), max_steps))
+        output = orjson.loads((run_dir / "run.json").read_bytes())["config"]["output"]
+        ops, steps = _selected(ops, steps, output.get("trace_steps"), output.get("trace_layers"))
     doc = orjson.loads(gzip.decompress(trace.read_bytes()))
     tp = WasmTraceProcessor(trace=trace, engine=tp_engine)  # finalize errors raise here
     yield Loaded(case, run_dir, tp, ops, steps, doc["traceEvents"], doc.get("otherData", {}))
