@@ -107,6 +107,34 @@ def run(
     _guard(body, verbose)
 
 
+class ExportTo(str, Enum):
+    ascend_pt = "ascend-pt"
+    msprof = "msprof"
+
+
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `atbprof run`.")],
+    to: Annotated[ExportTo, typer.Option("--to", help="ascend-pt (torch_npu profiler) or msprof (native PROF_*).")],
+    out: Annotated[Path, typer.Option(help="Directory to write the profile directory into.")],
+    force: Annotated[bool, typer.Option(help="Replace an existing export.")] = False,
+    format_: Annotated[OutputFormat, typer.Option("--format", help="Result as rich text or JSON.")] = OutputFormat.rich,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+) -> None:
+    """Write a run in the layouts Ascend's tools read (msprof-analyze, MindStudio Insight)."""
+    from atbprof.export import export_run
+    from atbprof.render.export import export_json, render_export
+
+    def body() -> None:
+        result = export_run(run_dir, to.value, out, force)
+        if format_ is OutputFormat.json:
+            sys.stdout.write(orjson.dumps(export_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            render_export(result, Console(highlight=False, soft_wrap=True))
+
+    _guard(body, verbose)
+
+
 def _guard(body: object, verbose: bool) -> None:
     """The one error handler: AtbprofError -> its message and exit code; anything else -> exit 70."""
     try:

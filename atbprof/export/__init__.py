@@ -1,0 +1,53 @@
+"""Export a run directory in the layouts Ascend tools read: torch_npu's `*_ascend_pt` or native msprof's `PROF_*`.
+
+    from atbprof.export import export_run
+    result = export_run(Path("traces/tiny-llama"), "ascend-pt", Path("exports"))
+
+The export is streamed from ops.parquet (memory stays flat), written into a temp directory beside the target and
+renamed into place (nothing half-written), never touches the run directory, and is byte-identical for the same run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from atbprof.errors import InputError
+from atbprof.export import ascend_pt, msprof
+from atbprof.export.common import check_out, load_run, staged_dir
+
+ExportTarget = Literal["ascend-pt", "msprof"]
+TARGETS: tuple[ExportTarget, ...] = ("ascend-pt", "msprof")
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    target: ExportTarget
+    root: Path  # the directory written: <out>/<worker>_<time>_ascend_pt or <out>/PROF_...
+    files: tuple[Path, ...]  # every file written, sorted
+    op_rows: int  # rows of kernel_details.csv / op_summary_*.csv (= ops.parquet rows)
+    steps: int  # rows of step_trace_time.csv / ProfilerStep markers
+    trace_events: int  # events in trace_view.json / msprof_*.json
+
+
+def export_run(run_dir: Path, to: ExportTarget, out: Path, force: bool = False) -> ExportResult:
+    """Write the run in `run_dir` as a `to` profile directory under `out`.
+
+    Raises InputError (missing / damaged run directory, unknown target, --out inside the run) and
+    OutputExistsError (the target directory exists and `force` is False).
+    """
+    if to not in TARGETS:
+        raise InputError(f"unknown export format {to!r}: use one of {', '.join(TARGETS)}")
+    source = load_run(Path(run_dir))
+    layout = ascend_pt if to == "ascend-pt" else msprof
+    out = Path(out)
+    root = out / layout.dir_name(source)
+    check_out(out, root, source.run_dir, force)
+    with staged_dir(root) as tmp:
+        rows, events = layout.write(source, tmp)
+    files = tuple(sorted(p for p in root.rglob("*") if p.is_file()))
+    return ExportResult(to, root, files, rows, source.steps.num_rows, events)
+
+
+__all__ = ["TARGETS", "ExportResult", "ExportTarget", "export_run"]

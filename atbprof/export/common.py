@@ -1,0 +1,307 @@
+"""What both export layouts share: the run directory as input, the fixed clock, text formatting, atomic output.
+
+Times: the op table holds integer ns relative to the run start; Ascend files hold absolute epoch µs with three
+decimals (ns precision). Exports add the fixed `EPOCH_BASE_NS`, so the same run always gives the same bytes.
+Text is built column-wise with pyarrow compute (one string array per CSV column / JSON piece, joined element-wise),
+never with a Python loop per row: a million-row op table exports in seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from atbprof.errors import InputError, OutputExistsError
+from atbprof.optable.schema import SCHEMA_VERSION, STEPS_SCHEMA, check_table
+
+EPOCH_BASE_NS = 1_735_689_600_000_000_000
+"""2025-01-01T00:00:00Z: run time 0 in every export (a constant, not the wall clock: exports are reproducible)."""
+DEVICE_ID = 0
+MODEL_ID_NONE = 4294967295  # msprof's "no model" (eager / single-op execution)
+BATCH_ROWS = 1 << 16  # op rows per text pass: bounded memory, few compute calls
+RUN_FILES = ("ops.parquet", "steps.parquet", "run.json")
+
+Piece: TypeAlias = str | pa.Array | pa.ChunkedArray
+"""A literal text fragment or one string per row."""
+
+
+@dataclass(frozen=True)
+class RunSource:
+    """A validated run directory: everything an exporter needs besides the op batches."""
+
+    run_dir: Path
+    ops_path: Path
+    ops_rows: int
+    steps: pa.Table
+    doc: dict[str, Any]  # run.json
+    name: str
+    soc_version: str
+    clock_ghz: float
+    aic_cores: int
+    aiv_cores: int
+    execution_mode: str  # eager | graph
+    identity: bytes  # digest of name, seed and config: names and pids derived from it are stable
+
+    @property
+    def is_910b(self) -> bool:
+        """A2-style split cube/vector cores: PMU columns come as aic_* / aiv_* pairs."""
+        return self.soc_version.startswith("Ascend910B")
+
+    def os_pid(self) -> int:
+        """A plausible Linux pid (< 2^22) for the profiled process, fixed per run."""
+        return 100_000 + int.from_bytes(self.identity[:4], "big") % 3_000_000
+
+    def letters(self, n: int) -> str:
+        """n uppercase letters fixed per run (the random tail of a PROF_ directory name)."""
+        return "".join(chr(ord("A") + b % 26) for b in self.identity[-n:])
+
+    def slug(self) -> str:
+        """The run name as a hostname-like token (letters, digits, '-')."""
+        out = "".join(c if c.isascii() and (c.isalnum() or c == "-") else "-" for c in self.name).strip("-")
+        return out or "run"
+
+    def iter_batches(self, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """The op table in batches of at most BATCH_ROWS rows; a damaged file -> InputError."""
+        try:
+            reader = pq.ParquetFile(self.ops_path)
+            yield from reader.iter_batches(batch_size=BATCH_ROWS, columns=list(columns) if columns else None)
+        except (pa.ArrowException, OSError) as err:
+            raise InputError(f"{self.ops_path}: unreadable ({err}); re-create the run with `atbprof run`") from None
+
+
+def _need(doc: dict[str, Any], path: str, source: Path) -> Any:
+    node: Any = doc
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            raise InputError(f"{source}: missing key {path!r}; re-create the run with `atbprof run`")
+        node = node[key]
+    return node
+
+
+def load_run(run_dir: Path) -> RunSource:
+    """Check a run directory written by `atbprof run` and read its small parts (steps, run.json)."""
+    run_dir = Path(run_dir)
+    fix = "create one with `atbprof run -c CONFIG --out DIR`"
+    if not run_dir.exists():
+        raise InputError(f"{run_dir}: no such run directory; {fix}")
+    if not run_dir.is_dir():
+        raise InputError(f"{run_dir}: not a directory; give the directory `atbprof run` wrote ({fix})")
+    for name in RUN_FILES:
+        if not (run_dir / name).is_file():
+            raise InputError(
+                f"{run_dir / name}: missing; {run_dir} is not a complete atbprof run directory "
+                f"(it needs {', '.join(RUN_FILES)}); re-create it with `atbprof run`"
+            )
+    ops_path = run_dir / "ops.parquet"
+    try:
+        meta = pq.read_metadata(ops_path)
+        schema = meta.schema.to_arrow_schema()
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{ops_path}: not a Parquet file ({err}); re-create the run with `atbprof run`") from None
+    check_table(schema, str(ops_path))
+    version = (schema.metadata or {}).get(b"atbprof.schema_version", b"?").decode()
+    if version != SCHEMA_VERSION:
+        raise InputError(f"{ops_path}: op schema version {version}, this atbprof exports version {SCHEMA_VERSION}")
+    steps_path = run_dir / "steps.parquet"
+    try:
+        steps = pq.read_table(steps_path)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{steps_path}: not a Parquet file ({err}); re-create the run with `atbprof run`") from None
+    missing = [f.name for f in STEPS_SCHEMA if f.name not in steps.column_names]
+    if missing:
+        raise InputError(f"{steps_path}: missing columns {', '.join(missing)}; re-create the run with `atbprof run`")
+    doc_path = run_dir / "run.json"
+    try:
+        doc = orjson.loads(doc_path.read_bytes())
+    except (orjson.JSONDecodeError, OSError) as err:
+        raise InputError(f"{doc_path}: not valid JSON ({err}); re-create the run with `atbprof run`") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{doc_path}: not a run summary (expected a JSON object); re-create it with `atbprof run`")
+    identity = {k: doc.get(k) for k in ("name", "seed", "config")}
+    return RunSource(
+        run_dir=run_dir,
+        ops_path=ops_path,
+        ops_rows=meta.num_rows,
+        steps=steps.select([f.name for f in STEPS_SCHEMA]).sort_by("step"),
+        doc=doc,
+        name=str(_need(doc, "name", doc_path)),
+        soc_version=str(_need(doc, "device.soc_version", doc_path)),
+        clock_ghz=float(_need(doc, "device.clock_ghz", doc_path)),
+        aic_cores=int(_need(doc, "device.cores.aic", doc_path)),
+        aiv_cores=int(_need(doc, "device.cores.aiv", doc_path)),
+        execution_mode=str(_need(doc, "config.execution.mode", doc_path)),
+        identity=hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).digest(),
+    )
+
+
+# -- clock ---------------------------------------------------------------------------------------------------------
+
+
+def wall_clock(ns: int = 0, digits: int = 17) -> str:
+    """Run time `ns` as the digits Ascend puts in names: YYYYMMDDhhmmss (14) or with milliseconds (17)."""
+    t = datetime.fromtimestamp((EPOCH_BASE_NS + ns) // 1_000_000_000, tz=timezone.utc)
+    ms = (EPOCH_BASE_NS + ns) // 1_000_000 % 1000
+    text = t.strftime("%Y%m%d%H%M%S") + f"{ms:03d}"
+    return text[:digits]
+
+
+def abs_ns(rel: pa.Array | np.ndarray | int) -> Any:
+    """Run-relative ns -> absolute epoch ns (int64 holds epoch ns until 2262)."""
+    if isinstance(rel, int):
+        return EPOCH_BASE_NS + rel
+    return pc.add(rel, pa.scalar(EPOCH_BASE_NS, pa.int64()))
+
+
+# -- text ----------------------------------------------------------------------------------------------------------
+
+
+def _as_array(values: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Array:
+    if isinstance(values, np.ndarray):
+        return pa.array(values)
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks()
+    return values
+
+
+def int_text(values: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Array:
+    return pc.cast(_as_array(values), pa.string())
+
+
+_FRACTION_FIXED = pa.array([f".{i:03d}" for i in range(1000)], pa.string())
+_FRACTION_SHORT = pa.array([f".{i:03d}".rstrip("0") if i else ".0" for i in range(1000)], pa.string())
+
+
+def _decimal(ns: pa.Array | pa.ChunkedArray | np.ndarray, fractions: pa.Array) -> pa.Array:
+    arr = pc.cast(_as_array(ns), pa.int64())
+    whole = pc.divide(arr, pa.scalar(1000, pa.int64()))  # integer division (the input is non-negative)
+    frac = pc.subtract(arr, pc.multiply(whole, pa.scalar(1000, pa.int64())))
+    out = pc.binary_join_element_wise(int_text(whole), pc.take(fractions, frac), "")  # nulls stay null
+    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+
+
+def fixed3(ns: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Array:
+    """Non-negative integer thousandths (ns) as µs text with exactly three decimals: 1234560 -> "1234.560"."""
+    return _decimal(ns, _FRACTION_FIXED)
+
+
+def short3(ns: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Array:
+    """Thousandths as Python's repr of round(x, 3): "12.34", "0.0", "7.0" (how msprof prints PMU values)."""
+    return _decimal(ns, _FRACTION_SHORT)
+
+
+def thousandths(values: np.ndarray) -> np.ndarray:
+    """Floats as non-negative integer thousandths (NaN and negatives -> 0)."""
+    out = np.rint(np.nan_to_num(np.asarray(values, dtype=np.float64), nan=0.0) * 1000.0)
+    return np.clip(out, 0, None).astype(np.int64)
+
+
+def py_number(x: float) -> str:
+    """A float the way Python's csv module writes it (shortest round-trip repr)."""
+    return repr(float(x))
+
+
+def csv_field(value: str) -> str:
+    """One CSV field, quoted only when it must be (RFC 4180)."""
+    if any(c in value for c in ',"\n\r'):
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
+def quoted_shapes(value: str) -> str:
+    """msprof writes shape cells with literal quotes: 4096,1;1024 -> the CSV field \"\"\"4096,1;1024\"\"\"."""
+    return csv_field(f'"{value}"')
+
+
+def map_dictionary(col: pa.Array, fn: Callable[[str], str], cache: dict[str, str] | None = None) -> pa.Array:
+    """fn applied to each distinct value of a (dictionary or string) column, then spread back to the rows."""
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)
+    memo = cache if cache is not None else {}
+    values = [memo[v] if v in memo else memo.setdefault(v, fn(v)) for v in col.dictionary.to_pylist()]
+    return pc.take(pa.array(values, pa.string()), col.indices)
+
+
+def join_pieces(pieces: Sequence[Piece], null_handling: str = "emit_null") -> pa.Array:
+    """Concatenate pieces per row; a null piece makes the row null (default) or is skipped ("skip")."""
+    merged: list[Piece] = []
+    for p in pieces:  # adjacent literals -> one scalar
+        if isinstance(p, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += p
+        else:
+            merged.append(p)
+    args = [pa.scalar(p, pa.string()) if isinstance(p, str) else p for p in merged]
+    if not any(isinstance(a, pa.Array | pa.ChunkedArray) for a in args):
+        raise ValueError("join_pieces needs at least one per-row piece")
+    out = pc.binary_join_element_wise(*args, "", null_handling=null_handling)
+    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+
+
+def text_bytes(rows: pa.Array) -> memoryview:
+    """The concatenated text of a string array without a copy: its data buffer between first and last offset."""
+    if len(rows) == 0:
+        return memoryview(b"")
+    if rows.null_count:
+        rows = pc.fill_null(rows, "")
+    _, offsets, data = rows.buffers()
+    if data is None:
+        return memoryview(b"")
+    off = np.frombuffer(offsets, dtype=np.int32, count=len(rows) + 1, offset=rows.offset * 4)
+    return memoryview(data)[int(off[0]) : int(off[-1])]
+
+
+def csv_lines(columns: Sequence[pa.Array]) -> pa.Array:
+    """One CSV line per row ("a,b,c\\n") from already escaped text columns."""
+    pieces: list[Piece] = []
+    for i, col in enumerate(columns):
+        pieces += [",", col] if i else [col]
+    return join_pieces([*pieces, "\n"])
+
+
+# -- output --------------------------------------------------------------------------------------------------------
+
+
+def check_out(out: Path, final: Path, run_dir: Path, force: bool) -> None:
+    """Refuse to overwrite without force and to write into the run directory (an export never modifies it)."""
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"{out} exists and is not a directory; give --out a directory")
+    if out.resolve().is_relative_to(run_dir.resolve()):
+        raise InputError(
+            f"--out {out} is inside the run directory {run_dir}; exports never modify a run: write elsewhere"
+        )
+    if final.exists() and not force:
+        raise OutputExistsError(f"{final} already exists; pass --force to replace it or --out to write elsewhere")
+
+
+@contextmanager
+def staged_dir(final: Path) -> Iterator[Path]:
+    """A temp directory beside `final`, renamed to it only if the block succeeds (nothing half-written)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        yield tmp
+        for d in (tmp, *(p for p in tmp.rglob("*") if p.is_dir())):
+            d.chmod(0o755)  # mkdtemp makes it private; an export is an ordinary directory
+        old = None
+        if final.exists():  # --force: move the old export aside first, so a crash here still leaves one of them
+            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent))
+            os.replace(final, old / final.name)
+        os.replace(tmp, final)
+        if old is not None:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -1,0 +1,33 @@
+"""`atbprof export` result: a rich view and its JSON twin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from atbprof.export import ExportResult
+
+
+def export_json(result: ExportResult) -> dict[str, Any]:
+    return {
+        "target": result.target,
+        "root": str(result.root),
+        "files": [str(p) for p in result.files],
+        "op_rows": result.op_rows,
+        "steps": result.steps,
+        "trace_events": result.trace_events,
+    }
+
+
+def render_export(result: ExportResult, console: Console) -> None:
+    console.print(
+        f"wrote {result.root}/ ({result.target}: {result.op_rows:,} kernels, {result.steps} steps, "
+        f"{result.trace_events:,} timeline events, {len(result.files)} files)"
+    )
+    for path in result.files:
+        console.print(f"  {path.relative_to(result.root)}")
+    if result.target == "ascend-pt":
+        console.print(f"next: msprof-analyze advisor all -d {result.root}   (or open it in MindStudio Insight)")
+    else:
+        console.print(f"next: open {result.root} in MindStudio Insight")
