@@ -47,6 +47,9 @@ def main_options(
 def run(
     config: Annotated[Path, typer.Option("--config", "-c", help="Run config YAML (see fixtures/).")],
     fusion: Annotated[str | None, typer.Option(help="Fusion strategy: none, default, aggressive, ...")] = None,
+    trace_format: Annotated[
+        str | None, typer.Option(help="Trace format: chrome (trace.json.gz), perfetto (trace.pftrace) or both.")
+    ] = None,
     trace_steps: Annotated[
         str | None, typer.Option(help="Steps to put in the trace, e.g. 0-8,100 (default: all that fit the UI).")
     ] = None,
@@ -70,6 +73,8 @@ def run(
         overrides = list(set_ or [])
         if fusion is not None:
             overrides.append(f"fusion={fusion}")
+        if trace_format is not None:
+            overrides.append(f"output.trace_format={trace_format}")
         for key, value in (("output.trace_steps", trace_steps), ("output.trace_layers", trace_layers)):
             if value is not None:
                 overrides.append(f"{key}='{value}'")

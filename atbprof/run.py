@@ -21,6 +21,7 @@ from atbprof.writers.background import BackgroundWriter
 from atbprof.writers.base import TraceMeta
 from atbprof.writers.chrome import ChromeTraceWriter
 from atbprof.writers.parquet import ParquetOpsWriter
+from atbprof.writers.perfetto import PerfettoTraceWriter
 from atbprof.writers.selection import TraceSelection, select_trace
 
 Progress = Callable[[int, int], None]
@@ -127,10 +128,13 @@ def run_simulation(
             streams=tuple(sorted({int(s) for pm in sim.phases.values() for s in pm.stream})),
         )
         selection = _trace_selection(sim)
-        writers = [BackgroundWriter(ParquetOpsWriter())]
-        trace = BackgroundWriter(ChromeTraceWriter()) if cfg.output.trace and len(selection.steps) else None
-        if trace is not None:
-            writers.append(trace)
+        traces: list[BackgroundWriter] = []
+        if cfg.output.trace and len(selection.steps):
+            if cfg.output.trace_format in ("chrome", "both"):
+                traces.append(BackgroundWriter(ChromeTraceWriter()))
+            if cfg.output.trace_format in ("perfetto", "both"):
+                traces.append(BackgroundWriter(PerfettoTraceWriter()))
+        writers = [BackgroundWriter(ParquetOpsWriter()), *traces]
         for w in writers:
             w.open(tmp, meta)
         builder = SummaryBuilder()
@@ -139,10 +143,11 @@ def run_simulation(
             for batch in sim.batches():
                 builder.add(batch)
                 writers[0].write_batch(batch)
-                if trace is not None:
+                if traces:
                     kept = selection.filter(batch)
                     if kept.num_rows:
-                        trace.write_batch(kept)
+                        for t in traces:
+                            t.write_batch(kept)
                 done += batch.num_rows
                 if progress:
                     progress(done, sim.total_ops)
@@ -152,8 +157,8 @@ def run_simulation(
             raise
         steps = sim.steps_table()
         writers[0].close(steps)
-        if trace is not None:
-            trace.close(selection.steps_table(steps))
+        for t in traces:
+            t.close(selection.steps_table(steps))
         summary = builder.finish(steps, cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim))
         notes = _notes(sim, summary, selection)
         doc = {

@@ -140,7 +140,12 @@ class FusionSection(_Section):
 
 class OutputSection(_Section):
     dir: str | None = Field(default=None, description="output directory; default traces/<name>")
-    trace: bool = Field(default=True, description="write trace.json.gz")
+    trace: bool = Field(default=True, description="write a trace (see trace_format)")
+    trace_format: Literal["chrome", "perfetto", "both"] = Field(
+        default="chrome",
+        description="chrome = trace.json.gz (msprof layout, Ascend tools read it); perfetto = trace.pftrace "
+        "(native Perfetto protobuf, exact ns, 1/3 of the JSON); both",
+    )
     trace_steps: str | None = Field(
         default=None, description="steps in the trace, e.g. '0-8,100' (default: all that fit in trace_max_mb)"
     )

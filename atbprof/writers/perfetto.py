@@ -1,0 +1,427 @@
+"""Perfetto protobuf trace writer (TrackEvent): the Chrome JSON trace's content as a native track hierarchy.
+
+Tracks (uuid; explicit child ordering): process `CANN` (1, pid 1) with thread tracks "Host steps" (step frames)
+and "Thread <host_tid>" (`Node@launch` slices, flow sources); `Ascend Hardware` (2, pid 2) with the counters
+"HBM bandwidth GB/s" and "AI Core utilization %" and a track "Stream <sid>" per stream (uuid 64 + sid);
+`Overlap Analysis` (3): Computing, Free; `Model` (4): Steps, Layers, Blocks. Slices are BEGIN/END pairs with
+integer ns timestamps relative to the run start (no µs rounding); a launch's `flow_ids` = op_index + 1 = its
+device slice's `terminating_flow_ids`. Event names, the category, annotation names and string values are
+interned on sequence 1. Device slices carry the JSON writer's args as debug annotations.
+
+The hot path builds packet bytes with numpy (`protowire`), a chunk of ops at a time; the generated classes
+encode only the rare packets (track descriptors, interned data). The packets a group or busy interval completes
+(and the interned data first used there) go just before the op that completes it, so the bytes do not depend on
+batching. Trace processors sort by timestamp; file order only matters among equal timestamps (ends first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+from functools import wraps
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackDescriptor
+
+from atbprof.optable.schema import PIPES, check_table
+from atbprof.writers import protowire as pw
+from atbprof.writers.base import TraceMeta, atomic_path
+from atbprof.writers.chrome import BLOCK_NAMES, LEVELS, RATIO_KEYS, STATIC_KEYS, _Runs, _sequential
+
+SEQ = 1  # trusted_packet_sequence_id of every packet
+CLEARED, NEEDS_STATE = 1, 2  # TracePacket.sequence_flags
+BEGIN, END, COUNTER = 1, 2, 4  # TrackEvent.type
+U_LAUNCH, U_HOST_STEPS, U_HBM, U_UTIL = 11, 12, 21, 22  # track uuids; process tracks: uuid = pid (1-4)
+U_TRACK = {"Computing": 31, "Free": 32, "step": 41, "layer": 42, "block": 43}
+U_STREAM0 = 64  # + stream id
+NAME, CAT, ANN, STR = "event_names", "event_categories", "debug_annotation_names", "debug_annotation_string_values"
+FIXED_NAMES = ("Node@launch", "Computing", "Free", "host overhead", "sync (D2H token)")
+STR_KEYS = {k: v for k, v in STATIC_KEYS.items() if k != "block_dim"}
+INT_KEYS = {"task_id": "Task Id", "layer": "layer", "step": "step", "block_dim": "Block Dim"}
+INT_KEYS |= {"hbm_bytes": "hbm_bytes", "flops": "flops"}
+ANN_KEYS = (*INT_KEYS.values(), *RATIO_KEYS.values(), *STR_KEYS.values(), "fused_from", "item_id")
+_CHUNK = 1 << 15  # ops per encoding pass
+_DENSE = 0.25  # busy intervals closed per op above which their packets are encoded as (masked) parts of the ops
+_NO_END = int(np.iinfo(np.int64).min)
+
+
+def _wrap(packet: TracePacket) -> bytes:
+    """One packet as a `Trace.packet` field."""
+    raw = packet.SerializeToString()
+    return pw.key(1, pw.LEN) + pw.varint(len(raw)) + raw
+
+
+def _descriptor(uuid: int, name: str, parent: int | None, rank: int, **kind: Any) -> bytes:
+    packet = TracePacket()
+    d = packet.track_descriptor
+    d.uuid, d.sibling_order_rank = uuid, rank
+    if parent is not None:
+        d.parent_uuid = parent
+    if "tid" in kind:
+        d.thread.pid, d.thread.tid, d.thread.thread_name = kind["pid"], kind["tid"], name
+    elif "pid" in kind:
+        d.process.pid, d.process.process_name = kind["pid"], name
+        d.process.process_labels.append(kind["label"])
+        d.child_ordering = TrackDescriptor.ChildTracksOrdering.EXPLICIT
+    else:
+        d.name = name
+    if "unit" in kind:
+        d.counter.unit_name = kind["unit"]
+    return _wrap(packet)
+
+
+def _guarded(method: Callable[..., None]) -> Callable[..., None]:
+    """On any exception, close and delete the partial file before re-raising."""
+
+    @wraps(method)
+    def run(self: PerfettoTraceWriter, *args: Any) -> None:
+        try:
+            method(self, *args)
+        except BaseException as err:
+            self._fail(err)
+            raise
+
+    return run
+
+
+def _splice(ops: np.ndarray, row_sizes: np.ndarray, extras: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> Any:
+    """`ops` (rows back to back) with each extra item's bytes inserted before the row at its position; items at
+    one position keep the order of `extras`."""
+    pos, data, sizes = (np.concatenate([x[i] for x in extras]) for i in range(3))
+    if len(pos) == 0:
+        return ops
+    order = np.argsort(pos, kind="stable")
+    so = sizes[order]
+    src = (np.cumsum(sizes) - sizes)[order] - (np.cumsum(so) - so)
+    values = data[np.repeat(src, so) + np.arange(int(so.sum()))]
+    row_start = np.concatenate(([0], np.cumsum(row_sizes)[:-1]))
+    return np.insert(ops, np.repeat(row_start[pos[order]], so), values)
+
+
+class _Interner:
+    """iids per kind, assigned in (row, column) order of first use, so chunking does not change them."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[str, str], int] = {}
+        self.count = dict.fromkeys((NAME, CAT, ANN, STR), 0)
+        self.new: list[tuple[int, str, int, str]] = []  # row, kind, iid, text: not written yet
+        self.pending: list[tuple[int, int, str, str, np.ndarray | None, int]] = []  # row, order, kind, text, lut, i
+        self._luts: dict[str, tuple[pa.Array, np.ndarray]] = {}
+
+    def get(self, kind: str, text: str, row: int = 0) -> int:
+        iid = self.ids.get((kind, text))
+        if iid is None:
+            iid = self.ids[kind, text] = self.count[kind] = self.count[kind] + 1
+            self.new.append((row, kind, iid, text))
+        return iid
+
+    def queue(self, row: int, order: int, kind: str, text: str) -> None:
+        if (kind, text) not in self.ids:
+            self.pending.append((row, order, kind, text, None, 0))
+
+    def column(self, key: str, kind: str, col: Any, order: int, skip: str | None = None) -> Callable[[], np.ndarray]:
+        """Queue the entries first used in `col`; the thunk gives the iid per row (-1: `skip`) after `assign`."""
+        col = col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
+        d, hit = col.dictionary, self._luts.get(key)
+        if hit is None or not (hit[0] is d or hit[0].equals(d)):
+            lut = np.array([-1 if v == skip else self.ids.get((kind, v), 0) for v in d.to_pylist()], np.int64)
+            hit = self._luts[key] = (d, lut)
+        lut, ix = hit[1], col.indices.to_numpy(zero_copy_only=False)
+        if not lut.all() and (np.bincount(ix, minlength=len(lut)).astype(bool) & (lut == 0)).any():
+            used, first = np.unique(ix, return_index=True)
+            for i, row in zip(used.tolist(), first.tolist(), strict=True):
+                if lut[i] == 0:
+                    self.pending.append((row, order, kind, d[i].as_py(), lut, i))
+        return lambda: lut[ix]
+
+    def assign(self) -> None:
+        for row, _, kind, text, lut, i in sorted(self.pending, key=lambda p: p[:2]):
+            iid = self.get(kind, text, row)
+            if lut is not None:
+                lut[i] = iid
+        self.pending.clear()
+
+    def packets(self, flags: int = NEEDS_STATE) -> dict[int, bytes]:
+        """An interned-data packet per row that first uses new entries."""
+        out: dict[int, TracePacket] = {}
+        for row, kind, iid, text in self.new:
+            p = out.setdefault(row, TracePacket(trusted_packet_sequence_id=SEQ, sequence_flags=flags))
+            entries = getattr(p.interned_data, kind)
+            entries.add(iid=iid, **({"str": text.encode()} if kind == STR else {"name": text}))
+        self.new.clear()
+        return {row: _wrap(p) for row, p in out.items()}
+
+
+class PerfettoTraceWriter:
+    """RunWriter for `trace.pftrace` (Perfetto TrackEvent protobuf). `abort()` discards a half-written file."""
+
+    filename = "trace.pftrace"
+
+    def __init__(self) -> None:
+        self._stack: ExitStack | None = None
+        self.packets = 0  # TracePackets written so far
+
+    @_guarded
+    def open(self, directory: Path, meta: TraceMeta) -> None:
+        if meta.host_tid <= 0:
+            raise ValueError(f"host_tid must be a positive integer, got {meta.host_tid}")
+        self.meta, self.packets, self._names = meta, 0, _Interner()
+        self._streams: set[int] = set()
+        self._codes: dict[str, dict[str, int]] = {"role": {}, "phase": {}}  # block / phase name -> code
+        self._busy: tuple[int, int] | None = None  # the open Computing interval
+        self._runs = {level: _Runs() for level in LEVELS}
+        self._last_end = dict.fromkeys((*LEVELS, "host"), _NO_END)
+        self._stack = ExitStack()
+        tmp = self._stack.enter_context(atomic_path(Path(directory) / self.filename))
+        self._fh: IO[bytes] = self._stack.enter_context(open(tmp, "wb"))  # noqa: SIM115 - the stack closes it
+        for kind, texts in ((NAME, FIXED_NAMES), (CAT, ("Task",)), (ANN, ANN_KEYS)):
+            for text in texts:
+                self._names.get(kind, text)
+        out = [self._names.packets(CLEARED)[0]]
+        for pid, name, label in ((1, "CANN", "CPU"), (2, "Ascend Hardware", "NPU"), (3, "Overlap Analysis", "NPU")):
+            out.append(_descriptor(pid, name, None, pid, pid=pid, label=label))
+        out.append(_descriptor(4, "Model", None, 4, pid=4, label="atbprof"))
+        h = meta.host_tid
+        out.append(_descriptor(U_HOST_STEPS, "Host steps", 1, 0, pid=1, tid=h + 1))
+        out.append(_descriptor(U_LAUNCH, f"Thread {h}", 1, 1, pid=1, tid=h))
+        out.append(_descriptor(U_HBM, "HBM bandwidth GB/s", 2, -2, unit="GB/s"))
+        out.append(_descriptor(U_UTIL, "AI Core utilization %", 2, -1, unit="%"))
+        out += [_descriptor(U_TRACK[n], n, 3, i) for i, n in enumerate(("Computing", "Free"), 1)]
+        out += [_descriptor(U_TRACK[n], f"{n.title()}s", 4, i) for i, n in enumerate(LEVELS, 1)]
+        out += [self._stream(sid) for sid in sorted(set(meta.streams))]
+        self.packets += len(out)
+        self._fh.write(b"".join(out))
+
+    @_guarded
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        check_table(batch.schema, "op batch")
+        for off in range(0, batch.num_rows, _CHUNK):
+            self._chunk(batch.slice(off, _CHUNK))
+
+    @_guarded
+    def close(self, steps: pa.Table) -> None:
+        pieces: list[tuple[pw.Msg, int]] = []
+        if self._busy is not None:
+            a, z = (np.array([v]) for v in self._busy)
+            pieces.append((self._slice(1, U_TRACK["Computing"], self._fixed("Computing"), a, z), 1))
+        for level in LEVELS:
+            cols = self._runs[level].flush()
+            if cols is not None:
+                start, end, labels = self._group_spans(level, cols)
+                for text in labels:
+                    self._names.get(NAME, text)
+                pieces.append((self._group_msg(level, cols, start, end, labels), len(start)))
+        pieces.append(self._host_frames(steps.sort_by("step")))
+        interned = self._names.packets()
+        self.packets += len(interned)
+        self._fh.write(b"".join(interned.values()))
+        for msg, rows in pieces:
+            if rows:
+                self._fh.write(pw.encode(msg, rows)[0].data)
+        stack, self._stack = self._stack, None
+        assert stack is not None
+        stack.close()
+
+    def abort(self) -> None:
+        """Discard the partial file (for a caller that fails between `open` and `close`)."""
+        self._fail(RuntimeError("trace write aborted"))
+
+    def _fail(self, err: BaseException) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:  # closes the file and removes the temp file
+            stack.__exit__(type(err), err, err.__traceback__)
+
+    # -- packets -------------------------------------------------------------------------------------------
+
+    def _stream(self, sid: int) -> bytes:
+        self._streams.add(sid)
+        return _descriptor(U_STREAM0 + sid, f"Stream {sid}", 2, sid)
+
+    def _fixed(self, name: str) -> int:
+        return self._names.ids[NAME, name]
+
+    def _packet(self, rows: int, ts: np.ndarray, te: pw.Msg, present: np.ndarray | None = None) -> pw.Msg:
+        self.packets += rows if present is None else int(np.count_nonzero(present))
+        head = pw.field_varint(10, SEQ) + pw.field_varint(13, NEEDS_STATE)
+        return pw.field_msg(1, [*head, *pw.field_varint(8, ts), *pw.field_msg(11, te)], present)
+
+    def _slice(self, rows: int, track: Any, name: Any, a: Any, z: Any, present: Any = None, extra: Any = ()) -> Any:
+        """BEGIN (with `extra` TrackEvent fields) and END packets of slices [a, z] on `track`."""
+        begin = [*pw.field_varint(9, BEGIN), *pw.field_varint(11, track), *pw.field_varint(10, name), *extra]
+        end = [*pw.field_varint(9, END), *pw.field_varint(11, track)]
+        return [*self._packet(rows, a, begin, present), *self._packet(rows, z, end, present)]
+
+    def _counter(self, track: int, ts: np.ndarray, value: np.ndarray) -> pw.Msg:
+        te = [*pw.field_varint(9, COUNTER), *pw.field_varint(11, track), *pw.field_fixed64(44, value)]
+        return self._packet(len(ts), ts, te)
+
+    def _ann(self, key: str, value: pw.Msg, present: np.ndarray | None = None) -> pw.Msg:
+        return pw.field_msg(4, [*pw.field_varint(1, self._names.ids[ANN, key]), *value], present)
+
+    # -- ops -----------------------------------------------------------------------------------------------
+
+    def _chunk(self, b: pa.RecordBatch) -> None:
+        """Ops b; before each op: new track descriptors and interned data, then the packets of the groups and
+        the busy interval it completes."""
+        n, c = b.num_rows, b.column
+        if n == 0:
+            return
+        s, dur, stream = (c(k).to_numpy().astype(np.int64) for k in ("task_start_ns", "task_dur_ns", "stream_id"))
+        if min(s.min(), dur.min()) < 0:
+            raise ValueError(f"op batch at op_index {c('op_index')[0]}: negative task time")
+        h = c("host_launch_start_ns")
+        hs, hd = (pc.fill_null(c(k), 0).to_numpy() for k in ("host_launch_start_ns", "host_launch_dur_ns"))
+        if min(stream.min(), hs.min(), hd.min()) < 0:
+            raise ValueError(f"op batch at op_index {c('op_index')[0]}: negative launch time or stream id")
+        e = s + dur
+        busy = self._overlap(s, e)
+        groups: list[tuple[np.ndarray, str, list[Any], np.ndarray, np.ndarray, list[str]]] = []
+        for order, (level, cols, at) in enumerate(self._groups(b, s, e)):
+            if len(at):
+                start, end, labels = self._group_spans(level, cols)
+                for row, text in zip(at.tolist(), labels, strict=True):
+                    self._names.queue(row, order - len(LEVELS), NAME, text)
+                groups.append((at, level, cols, start, end, labels))
+        iids = {k: self._names.column(k, STR, c(k), i + 2) for i, k in enumerate(STR_KEYS)}
+        iids["name"] = self._names.column("name", NAME, c("op_name"), 0)
+        iids["item"] = self._names.column("item", STR, c("op_name"), 1)
+        iids["fused"] = self._names.column("fused", STR, pc.binary_join(c("fused_from"), "+"), len(iids), "")
+        self._names.assign()
+        extras = [self._descriptors_and_names(stream)]
+        extras += [(g[0], *pw.encode(self._group_msg(*g[1:]), len(g[0]))) for g in groups]
+        launched = None if h.null_count == n else pc.is_valid(h).to_numpy(zero_copy_only=False)
+        ops = self._ops(c, stream, s, e, hs, hs + hd, launched, {k: f() for k, f in iids.items()})
+        if len(busy[0]) > _DENSE * n:  # as masked parts of the op rows, else apart: the same bytes either way
+            ops = self._busy_msg(*busy, rows=n) + ops
+        else:
+            extras.append((busy[0], *pw.encode(self._busy_msg(*busy), len(busy[0]))))
+        self._fh.write(_splice(*pw.encode(ops, n), extras).data)
+
+    def _descriptors_and_names(self, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Packets defining the streams and the interned entries first used in the chunk: rows, bytes, sizes."""
+        pre: dict[int, list[bytes]] = {}
+        sids, first = np.unique(stream, return_index=True)
+        for sid, row in zip(sids.tolist(), first.tolist(), strict=True):
+            if sid not in self._streams:
+                pre.setdefault(row, []).append(self._stream(sid))
+        for row, packet in self._names.packets().items():
+            pre.setdefault(row, []).append(packet)
+        self.packets += sum(map(len, pre.values()))
+        rows = sorted(pre)
+        raw = [b"".join(pre[r]) for r in rows]
+        sizes = np.array([len(r) for r in raw], np.int64)
+        return np.array(rows, np.int64), np.frombuffer(b"".join(raw), np.uint8), sizes
+
+    def _busy_msg(self, closed: Any, start: Any, end: Any, nxt: Any, rows: int | None = None) -> pw.Msg:
+        """Computing [start, end] and Free [end, nxt]; with `rows`: as parts of that many rows (on `closed`)."""
+        present = None
+        if rows is not None:
+            present = np.zeros(rows, bool)
+            present[closed] = True
+            full = np.zeros((3, rows), np.int64)
+            full[:, closed] = start, end, nxt
+            start, end, nxt = full
+        k = len(start)
+        msg = self._slice(k, U_TRACK["Computing"], self._fixed("Computing"), start, end, present)
+        return msg + self._slice(k, U_TRACK["Free"], self._fixed("Free"), end, nxt, present)
+
+    def _ops(self, c: Any, stream: Any, s: Any, e: Any, hs: Any, he: Any, launched: Any, iids: Any) -> pw.Msg:
+        """Per op: host launch slice (if launched; flow source), device slice with the JSON args as annotations."""
+        n, flow = len(s), c("op_index").to_numpy() + 1
+        msg: pw.Msg = []
+        some = None if launched is None or launched.all() else launched
+        if launched is not None:
+            extra = [*pw.field_fixed64(47, flow), *self._ann("item_id", pw.field_varint(17, iids["item"]))]
+            msg += self._slice(n, U_LAUNCH, self._fixed("Node@launch"), hs, he, some, extra)
+        extra = [*pw.field_varint(3, 1)]  # category "Task"
+        if launched is not None:
+            extra += pw.field_fixed64(48, flow, some)
+        hbm = c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy()
+        for k, key in INT_KEYS.items():
+            extra += self._ann(key, pw.field_varint(4, hbm if k == "hbm_bytes" else c(k).to_numpy()))
+        x = np.empty((len(PIPES), n))
+        for i, p in enumerate(PIPES):
+            x[i] = c(f"{p}_ratio").to_numpy()
+        x *= 1000.0  # rounded to 3 decimals as in the JSON (NaN -> 0)
+        milli = np.clip(np.nan_to_num(np.rint(x, out=x), copy=False), 0, 1 << 40, out=x).astype(np.int64)
+        for p, m in zip(PIPES, milli, strict=True):
+            extra += self._ann(RATIO_KEYS[p], pw.field_fixed64(5, m / 1000.0))
+        for k, key in STR_KEYS.items():
+            extra += self._ann(key, pw.field_varint(17, iids[k]))
+        f = iids["fused"]
+        extra += self._ann("fused_from", pw.field_varint(17, np.maximum(f, 0)), f > 0)
+        return msg + self._slice(n, stream + U_STREAM0, iids["name"], s, e, None, extra)
+
+    def _overlap(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Busy intervals closed in this chunk (touching tasks coalesce): row, Computing start, end, next start."""
+        carry_end = _NO_END if self._busy is None else self._busy[1]
+        cm = np.maximum(np.maximum.accumulate(e), carry_end)
+        prev = np.concatenate(([carry_end], cm[:-1]))
+        brk = np.flatnonzero(s > prev)
+        starts = s[brk] if self._busy is None else np.concatenate(([self._busy[0]], s[brk]))
+        closed = brk if self._busy is not None else brk[1:]
+        self._busy = (int(starts[-1]), int(cm[-1]))
+        return closed, starts[:-1], prev[closed], s[closed]
+
+    # -- groups (Model tracks, counters) and host frames ----------------------------------------------------
+
+    def _code(self, col: pa.Array, kind: str, fn: Callable[[str], str]) -> np.ndarray:
+        table = self._codes[kind]
+        codes = np.array([table.setdefault(fn(v), len(table)) for v in col.dictionary.to_pylist()], np.int64)
+        return codes[col.indices.to_numpy(zero_copy_only=False)]
+
+    def _groups(self, b: pa.RecordBatch, s: np.ndarray, e: np.ndarray) -> list[tuple[str, list[Any], np.ndarray]]:
+        c = b.column
+        step, layer = c("step").to_numpy().astype(np.int64), c("layer").to_numpy().astype(np.int64)
+        block = self._code(c("role"), "role", lambda r: BLOCK_NAMES.get(r.split(".")[0], r.split(".")[0]))
+        phase = self._code(c("phase"), "phase", str)
+        vals = [s, e, c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy(), c("task_dur_ns").to_numpy()]
+        keys = {"step": ([step], phase), "layer": ([step, layer], block), "block": ([step, layer, block], block)}
+        return [(level, *self._runs[level].feed(*keys[level], vals)) for level in LEVELS]
+
+    def _group_spans(self, level: str, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Start and end (clamped so slices of a track do not overlap) and name of each completed group."""
+        start, end, self._last_end[level] = _sequential(cols[-4], cols[-3], self._last_end[level])
+        if level == "step":
+            ph = {v: k for k, v in self._codes["phase"].items()}
+            rows = zip(cols[0].tolist(), cols[1].tolist(), strict=True)
+            return start, end, ["prefill" if ph[p] == "prefill" else f"decode #{s}" for s, p in rows]
+        blocks = list(self._codes["role"])
+        layers = cols[1].tolist() if level == "layer" else [-1] * len(start)
+        labels = [f"layer {ly}" if ly >= 0 else blocks[k] for ly, k in zip(layers, cols[-5].tolist(), strict=True)]
+        return start, end, labels
+
+    def _group_msg(self, level: str, cols: list[Any], start: Any, end: Any, labels: list[str]) -> pw.Msg:
+        """A group's slice on its Model track; steps and blocks add HBM GB/s and AI Core % samples (as the JSON)."""
+        names = np.array([self._names.ids[NAME, t] for t in labels], np.int64)
+        msg = self._slice(len(start), U_TRACK[level], names, start, end)
+        if level != "layer":  # bytes/ns = GB/s and busy share at block starts; 0 at step ends
+            span = (end - start).astype(np.float64)
+            rate = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0) * (level == "block")
+            ts = end if level == "step" else start
+            msg += self._counter(U_HBM, ts, np.rint(cols[-2] * rate * 1e3).astype(np.int64) / 1000.0)
+            msg += self._counter(U_UTIL, ts, np.rint(cols[-1] * rate * 1e5).astype(np.int64) / 1000.0)
+        return msg
+
+    def _host_frames(self, steps: pa.Table) -> tuple[pw.Msg, int]:
+        """Per step on "Host steps": the frame, with "host overhead" and "sync (D2H token)" inside it."""
+        n = steps.num_rows
+        if n == 0:
+            return [], 0
+        col = {k: steps.column(k).to_numpy().astype(np.int64) for k in ("host_start_ns", "sync_end_ns")}
+        a, z, self._last_end["host"] = _sequential(col["host_start_ns"], col["sync_end_ns"], self._last_end["host"])
+        over = np.maximum(steps.column("host_overhead_ns").to_numpy(), 0)
+        ov_end = np.minimum(a + over, z)
+        sync = np.maximum(steps.column("device_end_ns").to_numpy(), ov_end)
+        labels = [f"Step {s} ({p})" for s, p in zip(steps["step"].to_pylist(), steps["phase"].to_pylist(), strict=True)]
+        names = np.array([self._names.get(NAME, t) for t in labels], np.int64)
+        begin = [*pw.field_varint(9, BEGIN), *pw.field_varint(11, U_HOST_STEPS), *pw.field_varint(10, names)]
+        msg = self._packet(n, a, begin)
+        msg += self._slice(n, U_HOST_STEPS, self._fixed("host overhead"), a, ov_end, ov_end > a)
+        msg += self._slice(n, U_HOST_STEPS, self._fixed("sync (D2H token)"), sync, z, z > sync)
+        msg += self._packet(n, z, [*pw.field_varint(9, END), *pw.field_varint(11, U_HOST_STEPS)])
+        return msg, n
