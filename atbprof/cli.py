@@ -140,6 +140,59 @@ def export(
     _guard(body, verbose)
 
 
+@app.command()
+def validate(
+    trace: Annotated[Path, typer.Argument(help="A Chrome/Perfetto JSON trace (.json, .json.gz) or a run directory.")],
+    format_: Annotated[OutputFormat, typer.Option("--format", help="Report as rich text or JSON.")] = OutputFormat.rich,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+) -> None:
+    """Check any trace against the Perfetto JSON importer's rules; exit 1 if Perfetto would lose data."""
+    from atbprof.validate import render_validation, validate_trace, validation_json
+
+    loses = False
+
+    def body() -> None:
+        nonlocal loses
+        report = validate_trace(trace)
+        loses = report.loses_data
+        if format_ is OutputFormat.json:
+            sys.stdout.write(orjson.dumps(validation_json(report), option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            render_validation(report, Console(highlight=False, soft_wrap=True))
+
+    _guard(body, verbose)
+    if loses:
+        raise typer.Exit(1)
+
+
+@app.command("open")
+def open_(
+    run_or_trace: Annotated[Path, typer.Argument(help="A run directory or a trace file.")],
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (the Perfetto UI expects 9001).")] = 9001,
+    browser: Annotated[bool, typer.Option("--browser/--no-browser", help="Open the link in a web browser.")] = False,
+    timeout: Annotated[float | None, typer.Option(help="Stop after this many seconds if nobody fetched it.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+) -> None:
+    """Serve a run's trace on 127.0.0.1 and print the ui.perfetto.dev link that loads it."""
+    from atbprof.serve import serve_trace
+
+    def body() -> None:
+        console = Console(highlight=False, soft_wrap=True)
+        result = serve_trace(
+            run_or_trace,
+            port=port,
+            open_browser=browser,
+            timeout=timeout,
+            on_ready=lambda url: console.print(
+                f"Open in Perfetto: {url}\n(serving until the trace is fetched; Ctrl-C stops)"
+            ),
+            on_notice=lambda msg: console.print(f"[yellow]note:[/yellow] {msg}"),
+        )
+        console.print(f"stopped: {result.reason} ({result.fetches} fetch(es) of {result.trace})")
+
+    _guard(body, verbose)
+
+
 def _guard(body: object, verbose: bool) -> None:
     """The one error handler: AtbprofError -> its message and exit code; anything else -> exit 70."""
     try:

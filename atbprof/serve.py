@@ -1,0 +1,339 @@
+"""`atbprof open`: serve one run's trace on 127.0.0.1 so https://ui.perfetto.dev can open it by deep link.
+
+The same protocol as Perfetto's own `tools/open_trace_in_ui`: an HTTP server on 127.0.0.1:9001 answering only
+`GET /<trace file>` with `Access-Control-Allow-Origin: https://ui.perfetto.dev`, opened through
+`https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/<file>`, stopping once the trace was fetched.
+
+Choices, and why:
+- Port 9001: ui.perfetto.dev's Content-Security-Policy (`connect-src`) allows http://127.0.0.1:9001 and no other
+  local port. If 9001 is taken the next free port is used, and the link gains `rpc_port=<port>`: the UI then
+  asks the user to enable its "Relax Content Security Policy for 127.0.0.1:*" flag (`cspAllowAnyWebsocketPort`),
+  without which the fetch would be blocked silently. `notice` says so.
+- CORS: only the Perfetto UI origin is allowed (not `*`): any web page open in the user's browser could
+  otherwise read the trace while the server runs. Preflights (OPTIONS) are answered, including Chrome's Private
+  Network Access header. The UI's `POST /status` probe (looking for trace_processor_shell on 9001) gets a 404.
+- Only the one trace file is served, by exact path: no listing, no other files, so no traversal (`..`, `%2e%2e`,
+  absolute paths) can reach anything; a trace that is a symlink leaving its run directory is refused; requests
+  whose Host is not 127.0.0.1/localhost are refused (DNS rebinding).
+- The bytes are sent as stored (a .json.gz goes out as application/gzip, not re-encoded: trace_processor
+  decompresses it itself), with Content-Length so the UI shows progress.
+- In a run directory `trace.pftrace` is preferred to `trace.json.gz`: the native format has no JSON-importer quirks
+  and loads faster. `atbprof run` writes trace.json.gz today.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import shutil
+import threading
+import time
+import webbrowser
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Literal
+from urllib.parse import quote, urlsplit
+
+from atbprof.errors import InputError
+
+DEFAULT_PORT = 9001
+PERFETTO_UI = "https://ui.perfetto.dev"
+HOST = "127.0.0.1"
+RUN_TRACE_FILES = ("trace.pftrace", "trace.json.gz", "trace.json")
+"""What a run directory may hold, in order of preference."""
+PORT_TRIES = 20
+_CONTENT_TYPES = {".gz": "application/gzip", ".json": "application/json"}
+
+Reason = Literal["fetched", "timeout", "interrupted"]
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    trace: Path
+    port: int
+    url: str
+    """The ui.perfetto.dev deep link."""
+    trace_url: str
+    fetches: int
+    """Complete GETs of the trace."""
+    reason: Reason
+    notice: str | None = None
+
+
+def find_trace(path: Path) -> Path:
+    """The trace file to serve for `path`: the file itself, or the preferred trace of a run directory."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such run directory or trace file; pass a directory written by `atbprof run`")
+    if path.is_dir():
+        for name in RUN_TRACE_FILES:
+            candidate = path / name
+            if candidate.is_file():
+                real, root = candidate.resolve(), path.resolve()
+                if not real.is_relative_to(root):
+                    raise InputError(
+                        f"{candidate} is a symlink to {real}, outside the run directory; refusing to serve it "
+                        "(pass the file itself if you mean it)"
+                    )
+                return real
+        raise InputError(
+            f"{path} holds no trace ({', '.join(RUN_TRACE_FILES)}); run `atbprof run` with the trace enabled "
+            "(output.trace: true), or pass a trace file"
+        )
+    if not path.is_file():
+        raise InputError(f"{path} is not a regular file; pass a trace file or a run directory")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path} is empty; regenerate the trace")
+    return path.resolve()
+
+
+def deep_link(port: int, name: str) -> str:
+    link = f"{PERFETTO_UI}/#!/?url=http://{HOST}:{port}/{quote(name)}"
+    return link if port == DEFAULT_PORT else f"{link}&rpc_port={port}"
+
+
+def port_notice(port: int, requested: int) -> str | None:
+    """Why a port other than 9001 needs a UI flag (None on 9001)."""
+    if port == DEFAULT_PORT:
+        return None
+    why = (
+        f"port {requested} is busy (another `atbprof open`, or trace_processor_shell --httpd?)"
+        if (requested not in (0, port))
+        else f"serving on port {port}"
+    )
+    return (
+        f"{why}; ui.perfetto.dev only connects to 127.0.0.1:{DEFAULT_PORT} unless its flag 'Relax Content "
+        f"Security Policy for 127.0.0.1:*' is on: the link asks for it (or enable it at "
+        f"{PERFETTO_UI}/#!/flags/cspAllowAnyWebsocketPort), or free port {DEFAULT_PORT} and run again"
+    )
+
+
+class _TraceHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True  # rebinding right after a previous run (TIME_WAIT); a live listener still fails
+
+    def __init__(self, port: int, owner: TraceServer) -> None:
+        self.owner = owner
+        super().__init__((HOST, port), _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _TraceHTTPServer
+    server_version = "atbprof"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # requests are recorded in TraceServer.requests instead of printed
+
+    def _cors(self) -> None:
+        self.send_header("Access-Control-Allow-Origin", self.server.owner.allow_origin)
+        self.send_header("Vary", "Origin")
+        self.send_header("Cache-Control", "no-cache")
+
+    def _host_ok(self) -> bool:
+        host = self.headers.get("Host")
+        return host is None or host.rsplit(":", 1)[0].strip("[]") in ("127.0.0.1", "localhost")
+
+    def _is_trace(self) -> bool:
+        return urlsplit(self.path).path == "/" + quote(self.server.owner.name)
+
+    def _refuse(self, code: int) -> None:
+        self.server.owner.record(self.command, self.path, code)
+        self.send_response(code)
+        self._cors()
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        body = b"not found\n" if code == 404 else b"forbidden\n"
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _allowed(self) -> bool:
+        """Refuse (and answer) a request from a foreign Host or for anything but the trace."""
+        if not self._host_ok():
+            self._refuse(403)
+            return False
+        if not self._is_trace():
+            self._refuse(404)
+            return False
+        return True
+
+    def do_OPTIONS(self) -> None:
+        if not self._allowed():
+            return
+        self.server.owner.record(self.command, self.path, 204)
+        self.send_response(204)
+        self._cors()
+        self.send_header("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
+        asked = self.headers.get("Access-Control-Request-Headers")
+        if asked:
+            self.send_header("Access-Control-Allow-Headers", asked)
+        if self.headers.get("Access-Control-Request-Private-Network") == "true":
+            self.send_header("Access-Control-Allow-Private-Network", "true")
+        self.send_header("Access-Control-Max-Age", "600")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_HEAD(self) -> None:
+        self._send_trace(body=False)
+
+    def do_GET(self) -> None:
+        self._send_trace(body=True)
+
+    def do_POST(self) -> None:  # the UI probes POST /status (trace_processor_shell)
+        self._refuse(404)
+
+    def _send_trace(self, body: bool) -> None:
+        if not self._allowed():
+            return
+        owner = self.server.owner
+        try:
+            f = owner.trace.open("rb")
+        except OSError:
+            self._refuse(404)
+            return
+        with f:
+            size = f.seek(0, 2)
+            f.seek(0)
+            self.send_response(200)
+            self._cors()
+            self.send_header("Content-Type", _CONTENT_TYPES.get(owner.trace.suffix, "application/octet-stream"))
+            self.send_header("Content-Length", str(size))
+            self.send_header("Content-Disposition", f'inline; filename="{owner.name}"')
+            self.end_headers()
+            if not body:
+                owner.record(self.command, self.path, 200)
+                return
+            try:
+                shutil.copyfileobj(f, self.wfile, 1 << 20)
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                owner.record(self.command, self.path, 499)  # the client went away: not a fetch
+                return
+        owner.record(self.command, self.path, 200)
+        owner.mark_fetched()
+
+
+def _bind(port: int, owner: TraceServer, tries: int) -> _TraceHTTPServer:
+    last: OSError | None = None
+    for candidate in [port] if port == 0 else range(port, port + tries):
+        try:
+            return _TraceHTTPServer(candidate, owner)
+        except OSError as err:
+            if err.errno not in (errno.EADDRINUSE, errno.EACCES):
+                raise
+            last = err
+    raise InputError(
+        f"ports {port}–{port + tries - 1} on {HOST} are all in use ({last}); stop the other servers or pass --port"
+    )
+
+
+class TraceServer:
+    """Serves one trace file on 127.0.0.1 (port 0 = any free port, for tests). Use as a context manager."""
+
+    def __init__(
+        self, trace: Path, port: int = DEFAULT_PORT, *, allow_origin: str = PERFETTO_UI, port_tries: int = PORT_TRIES
+    ) -> None:
+        self.trace = Path(trace)
+        self.name = self.trace.name
+        self.requested_port = port
+        self.allow_origin = allow_origin
+        self.fetched = threading.Event()
+        self.fetches = 0
+        self.requests: list[tuple[str, str, int]] = []
+        self._lock = threading.Lock()
+        self._httpd = _bind(port, self, port_tries)
+        self.port: int = self._httpd.server_address[1]
+        self._thread: threading.Thread | None = None
+
+    @property
+    def trace_url(self) -> str:
+        return f"http://{HOST}:{self.port}/{quote(self.name)}"
+
+    @property
+    def url(self) -> str:
+        return deep_link(self.port, self.name)
+
+    @property
+    def notice(self) -> str | None:
+        return port_notice(self.port, self.requested_port)
+
+    def record(self, method: str, path: str, status: int) -> None:
+        with self._lock:
+            self.requests.append((method, path, status))
+            del self.requests[:-100]
+
+    def mark_fetched(self) -> None:
+        with self._lock:
+            self.fetches += 1
+        self.fetched.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="atbprof-open", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(5)
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> TraceServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait(self, once: bool = True, timeout: float | None = None) -> Reason:
+        """Block until the trace was fetched (`once`), `timeout` seconds passed, or Ctrl-C."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                left = 0.25 if deadline is None else min(0.25, deadline - time.monotonic())
+                if left <= 0:
+                    return "timeout"
+                # short waits: Ctrl-C is delivered between them even where lock waits are not interruptible
+                if self.fetched.wait(left) and once:
+                    return "fetched"
+        except KeyboardInterrupt:
+            return "interrupted"
+
+
+def serve_trace(
+    path: Path,
+    port: int = DEFAULT_PORT,
+    open_browser: bool = False,
+    once: bool = True,
+    timeout: float | None = None,
+    on_ready: Callable[[str], None] | None = None,
+    *,
+    on_notice: Callable[[str], None] | None = None,
+) -> ServeResult:
+    """Serve the trace of a run directory (or a trace file) until Perfetto fetched it once (or timeout / Ctrl-C).
+
+    `on_ready` gets the ui.perfetto.dev deep link once the server listens; `on_notice` any caveat (a port other
+    than 9001). Raises `InputError` for a missing run directory, a directory without a trace, or busy ports.
+    """
+    trace = find_trace(Path(path))
+    with TraceServer(trace, port) as server:
+        if server.notice and on_notice is not None:
+            on_notice(server.notice)
+        if on_ready is not None:
+            on_ready(server.url)
+        if open_browser:
+            with contextlib.suppress(webbrowser.Error):
+                webbrowser.open_new_tab(server.url)
+        reason = server.wait(once=once, timeout=timeout)
+    return ServeResult(trace, server.port, server.url, server.trace_url, server.fetches, reason, server.notice)
+
+
+@contextlib.contextmanager
+def serving(trace: Path, port: int = 0) -> Iterator[TraceServer]:
+    """A running `TraceServer` for `trace` (tests and embedding): `with serving(p) as s: urlopen(s.trace_url)`."""
+    with TraceServer(find_trace(trace), port) as server:
+        yield server
