@@ -42,6 +42,11 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "tiny-gpt": ("tiny-gpt.yaml", []),
     "graph-mode": ("tiny-llama.yaml", ["execution.mode=graph"]),
     "seed000-baseline": ("seed000-baseline.yaml", ["workload.decode_tokens=3"]),
+    "seed000-lnfused": ("seed000-lnfused.yaml", ["workload.decode_tokens=2"]),
+    "7b-fully-unfused": ("seed000-baseline.yaml", ["workload.decode_tokens=2", "fusion=none"]),
+    "llama2-7b-910b2": ("llama2-7b-910b2.yaml", ["workload.decode_tokens=2", "workload.prompt_len=64"]),
+    "prefill-only": ("tiny-llama.yaml", ["workload.decode_tokens=0"]),
+    "long-decode": ("tiny-llama.yaml", ["workload.decode_tokens=64"]),
     "multi-stream": ("tiny-llama.yaml", []),  # odd ops on stream 3, even on 0; host_tid 4242; META: stream 0 only
 }
 PROCESSES = {1: "CANN", 2: "Ascend Hardware", 3: "Overlap Analysis", 4: "Model"}
