@@ -1,6 +1,8 @@
 """Op table schema, version 1.
 
-One row per device task, in the order the device ran them. Times are integer nanoseconds relative to the run start
+One row per device task, in the order the device ran them. Runs of `atbprof run` fill every column; an imported
+profile (msprof, torch_npu, Kineto) leaves null what its format does not record - only op_index, op_name, op_type,
+task_start_ns and task_dur_ns are always present. Times are integer nanoseconds relative to the run start
 (msprof writes µs with three decimals, i.e. ns precision; integers keep every digit). Column names carry units.
 The msprof/torch_npu names (`Task Start Time(us)`, `Duration(us)`, ...) are mapped once, at the writer/importer
 boundary (see `MSPROF_COLUMNS`).
@@ -24,40 +26,35 @@ PIPES = ("mac", "vec", "scalar", "mte1", "mte2", "mte3", "fixpipe")
 
 _FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("op_index", pa.int64(), False, "position of the task in the run (device order)"),
-    ("step", pa.int32(), False, "0 = prefill, 1..N = decode steps"),
-    ("phase", _dict, False, "prefill | decode"),
-    (
-        "layer",
-        pa.int32(),
-        False,
-        "decoder layer, -1 for model-level ops (embedding, final norm, LM head, sampling)",
-    ),
-    ("node_id", pa.int32(), False, "node of the (fused) phase graph this task executes"),
-    ("role", _dict, False, "model role, e.g. attn.norm, attn.qkv, ffn.down, head.sample"),
+    ("step", pa.int32(), True, "0 = prefill, 1..N = decode steps"),
+    ("phase", _dict, True, "prefill | decode"),
+    ("layer", pa.int32(), True, "decoder layer, -1 for model-level ops (embedding, final norm, LM head, sampling)"),
+    ("node_id", pa.int32(), True, "node of the (fused) phase graph this task executes"),
+    ("role", _dict, True, "model role, e.g. attn.norm, attn.qkv, ffn.down, head.sample"),
     ("op_name", _dict, False, "msprof Op Name (kernel name)"),
     ("op_type", _dict, False, "msprof OP Type"),
-    ("task_type", _dict, False, "msprof Task Type: AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU"),
-    ("stream_id", pa.int32(), False, "device stream"),
-    ("task_id", pa.int32(), False, "msprof Task ID (per stream, wraps at 65536)"),
+    ("task_type", _dict, True, "msprof Task Type: AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU"),
+    ("stream_id", pa.int32(), True, "device stream"),
+    ("task_id", pa.int32(), True, "msprof Task ID (per stream, wraps at 65536)"),
     ("task_start_ns", pa.int64(), False, "Task Start Time"),
     ("task_dur_ns", pa.int64(), False, "Task Duration (static device cost + execution)"),
-    ("task_wait_ns", pa.int64(), False, "Task Wait Time: gap since the previous task on the device ended"),
+    ("task_wait_ns", pa.int64(), True, "Task Wait Time: gap since the previous task on the device ended"),
     ("host_launch_start_ns", pa.int64(), True, "start of the host launch of this task (null in graph mode)"),
     ("host_launch_dur_ns", pa.int64(), True, "host dispatch cost of this task (null in graph mode)"),
-    ("block_dim", pa.int32(), False, "Block Dim: cores the kernel runs on"),
-    ("mix_block_dim", pa.int32(), False, "Mix Block Dim: secondary (vector) blocks of a MIX kernel, else 0"),
-    ("input_shapes", _dict, False, "msprof Input Shapes: tensors ';'-separated, dims ','-separated"),
-    ("input_dtypes", _dict, False, "msprof Input Data Types"),
-    ("output_shapes", _dict, False, "msprof Output Shapes"),
-    ("output_dtypes", _dict, False, "msprof Output Data Types"),
-    ("kv_len", pa.int32(), False, "KV-cache length (context) seen by this step"),
-    ("flops", pa.int64(), False, "useful floating-point operations (2 per MAC)"),
-    ("hbm_read_bytes", pa.int64(), False, "bytes read from global memory (HBM)"),
-    ("hbm_write_bytes", pa.int64(), False, "bytes written to global memory (HBM)"),
-    *[(f"{p}_time_ns", pa.int64(), False, f"busy time of the {p} pipe") for p in PIPES],
-    *[(f"{p}_ratio", pa.float32(), False, f"{p} pipe busy time / task duration (msprof *_{p}_ratio)") for p in PIPES],
-    ("bound", _dict, False, "what limits the kernel: compute | memory | launch (static cost dominates)"),
-    ("fused_from", pa.list_(pa.string()), False, "op types this fused kernel replaced; empty if not fused"),
+    ("block_dim", pa.int32(), True, "Block Dim: cores the kernel runs on"),
+    ("mix_block_dim", pa.int32(), True, "Mix Block Dim: secondary (vector) blocks of a MIX kernel, else 0"),
+    ("input_shapes", _dict, True, "msprof Input Shapes: tensors ';'-separated, dims ','-separated"),
+    ("input_dtypes", _dict, True, "msprof Input Data Types"),
+    ("output_shapes", _dict, True, "msprof Output Shapes"),
+    ("output_dtypes", _dict, True, "msprof Output Data Types"),
+    ("kv_len", pa.int32(), True, "KV-cache length (context) seen by this step"),
+    ("flops", pa.int64(), True, "useful floating-point operations (2 per MAC)"),
+    ("hbm_read_bytes", pa.int64(), True, "bytes read from global memory (HBM)"),
+    ("hbm_write_bytes", pa.int64(), True, "bytes written to global memory (HBM)"),
+    *[(f"{p}_time_ns", pa.int64(), True, f"busy time of the {p} pipe") for p in PIPES],
+    *[(f"{p}_ratio", pa.float32(), True, f"{p} pipe busy time / task duration (msprof *_{p}_ratio)") for p in PIPES],
+    ("bound", _dict, True, "what limits the kernel: compute | memory | launch (static cost dominates)"),
+    ("fused_from", pa.list_(pa.string()), True, "op types this fused kernel replaced; empty if not fused"),
 ]
 
 OPS_SCHEMA = pa.schema(
