@@ -1,0 +1,40 @@
+"""The import contract: every input (our runs, msprof, torch_npu, Kineto) becomes a `Profile`.
+
+`ops` has the op table schema (atbprof/optable/schema.py); columns a source lacks are null. `framework` holds the
+framework-level ops (aten::*, npu::*, cpu_op events of Kineto / trace_view.json) when the source records them;
+`steps` the step frames when known. External names are mapped to ours here, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from atbprof.optable.schema import SCHEMA_VERSION
+
+FRAMEWORK_SCHEMA = pa.schema(
+    [
+        pa.field("index", pa.int64(), nullable=False, metadata={"doc": "event position in the source"}),
+        pa.field("name", pa.string(), nullable=False, metadata={"doc": "e.g. aten::pow, aten::rms_norm"}),
+        pa.field("start_ns", pa.int64(), nullable=False, metadata={"doc": "relative to the profile start"}),
+        pa.field("dur_ns", pa.int64(), nullable=False),
+        pa.field("pid", pa.int64(), nullable=True),
+        pa.field("tid", pa.int64(), nullable=True),
+        pa.field("depth", pa.int32(), nullable=False, metadata={"doc": "nesting depth on its thread (0 = top)"}),
+        pa.field("parent", pa.int64(), nullable=True, metadata={"doc": "index of the enclosing op on its thread"}),
+        pa.field("step", pa.int32(), nullable=True, metadata={"doc": "ProfilerStep#N it falls in"}),
+        pa.field("input_shapes", pa.string(), nullable=True),
+    ],
+    metadata={"atbprof.table": "framework", "atbprof.schema_version": SCHEMA_VERSION},
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    kind: str  # atbprof-run | kernel_details | op_summary | ascend_pt | msprof | trace_view | kineto
+    source: str  # what was read (path), for reports
+    ops: pa.Table  # OPS_SCHEMA
+    framework: pa.Table | None = None  # FRAMEWORK_SCHEMA
+    steps: pa.Table | None = None  # STEPS_SCHEMA (our runs) when known
+    meta: dict[str, object] = field(default_factory=dict)  # device, run.json summary, profiler level, ...
