@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from atbprof.errors import InputError, OutputExistsError
-from atbprof.optable.schema import SCHEMA_VERSION, STEPS_SCHEMA, check_table
+from atbprof.optable.schema import STEPS_SCHEMA, ops_metadata
 
 EPOCH_BASE_NS = 1_735_689_600_000_000_000
 """2025-01-01T00:00:00Z: run time 0 in every export (a constant, not the wall clock: exports are reproducible)."""
@@ -107,15 +107,7 @@ def load_run(run_dir: Path) -> RunSource:
                 f"(it needs {', '.join(RUN_FILES)}); re-create it with `atbprof run`"
             )
     ops_path = run_dir / "ops.parquet"
-    try:
-        meta = pq.read_metadata(ops_path)
-        schema = meta.schema.to_arrow_schema()
-    except (pa.ArrowException, OSError) as err:
-        raise InputError(f"{ops_path}: not a Parquet file ({err}); re-create the run with `atbprof run`") from None
-    check_table(schema, str(ops_path))
-    version = (schema.metadata or {}).get(b"atbprof.schema_version", b"?").decode()
-    if version != SCHEMA_VERSION:
-        raise InputError(f"{ops_path}: op schema version {version}, this atbprof exports version {SCHEMA_VERSION}")
+    meta = ops_metadata(ops_path)
     steps_path = run_dir / "steps.parquet"
     try:
         steps = pq.read_table(steps_path)

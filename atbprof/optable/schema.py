@@ -103,19 +103,26 @@ def check_table(table: pa.Table | pa.Schema, source: str = "op table") -> None:
         )
 
 
-def read_ops(path: str | Path) -> pa.Table:
-    """Read an ops.parquet written by `atbprof run`, checking its schema."""
+def ops_metadata(path: str | Path) -> pq.FileMetaData:
+    """The Parquet metadata of an ops.parquet, after checking its columns and schema version."""
     path = Path(path)
     try:
-        schema = pq.read_schema(path)
+        meta = pq.read_metadata(path)
+        schema = meta.schema.to_arrow_schema()
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
-    except (pa.ArrowInvalid, OSError) as err:
-        raise InputError(f"{path}: not a Parquet file ({err})") from None
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{path}: not a Parquet file ({err}); re-create the run with `atbprof run`") from None
     check_table(schema, str(path))
     version = (schema.metadata or {}).get(b"atbprof.schema_version", b"?").decode()
     if version != SCHEMA_VERSION:
         raise SchemaError(f"{path}: op schema version {version}, this atbprof reads version {SCHEMA_VERSION}")
+    return meta
+
+
+def read_ops(path: str | Path) -> pa.Table:
+    """Read an ops.parquet written by `atbprof run`, checking its schema."""
+    ops_metadata(path)
     return pq.read_table(path, schema=OPS_SCHEMA)
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import wraps
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Concatenate, ParamSpec, Protocol, TypeVar
 
 import pyarrow as pa
+
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,27 @@ class RunWriter(Protocol):
     def write_batch(self, batch: pa.RecordBatch) -> None: ...
 
     def close(self, steps: pa.Table) -> None: ...
+
+
+class _Failable(Protocol):
+    def _fail(self, err: BaseException) -> None: ...
+
+
+W = TypeVar("W", bound=_Failable)
+
+
+def guarded(method: Callable[Concatenate[W, P], None]) -> Callable[Concatenate[W, P], None]:
+    """On any exception, let the writer close and delete its partial file (`_fail`) before re-raising."""
+
+    @wraps(method)
+    def run(self: W, *args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            method(self, *args, **kwargs)
+        except BaseException as err:
+            self._fail(err)
+            raise
+
+    return run
 
 
 @contextmanager

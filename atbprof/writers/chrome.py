@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
-from functools import partial, wraps
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from isal import igzip
 
 from atbprof.optable.schema import PIPES, SCHEMA_VERSION, check_table
-from atbprof.writers.base import TraceMeta, atomic_path
+from atbprof.writers.base import TraceMeta, atomic_path, guarded
 
 PID_HOST, PID_DEVICE, PID_OVERLAP, PID_MODEL = 1, 2, 3, 4
 STREAM0_TID = 65536
@@ -237,20 +237,6 @@ class _Runs:
         return out
 
 
-def _guarded(method: Callable[..., None]) -> Callable[..., None]:
-    """On any exception, close and delete the partial file before re-raising."""
-
-    @wraps(method)
-    def run(self: ChromeTraceWriter, *args: Any) -> None:
-        try:
-            method(self, *args)
-        except BaseException as err:
-            self._fail(err)
-            raise
-
-    return run
-
-
 class ChromeTraceWriter:
     """RunWriter for `trace.json.gz` (Chrome JSON, msprof layout). `abort()` discards a half-written file."""
 
@@ -262,7 +248,7 @@ class ChromeTraceWriter:
         self.compresslevel = compresslevel
         self._stack: ExitStack | None = None  # temp file (renamed on success), raw file, gzip stream
 
-    @_guarded
+    @guarded
     def open(self, directory: Path, meta: TraceMeta) -> None:
         if meta.host_tid <= 0:
             raise ValueError(f"host_tid must be a positive integer, got {meta.host_tid}")
@@ -283,7 +269,7 @@ class ChromeTraceWriter:
         self._gz = self._stack.enter_context(igzip.IGzipFile("", "wb", self.compresslevel, raw, mtime=0))
         self._write(self._header())
 
-    @_guarded
+    @guarded
     def write_batch(self, batch: pa.RecordBatch) -> None:
         check_table(batch.schema, "op batch")
         for off in range(0, batch.num_rows, _GROUP_CHUNK):  # group texts per 64k rows, op texts per <= 8k
@@ -297,7 +283,7 @@ class ChromeTraceWriter:
             for lo in range(0, b.num_rows, size):
                 self._chunk(b.slice(lo, size), lo, prefix)
 
-    @_guarded
+    @guarded
     def close(self, steps: pa.Table) -> None:
         self._finish(steps)
         self._gz.write(self._pending)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
-from functools import wraps
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,7 +28,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, Track
 
 from atbprof.optable.schema import PIPES, check_table
 from atbprof.writers import protowire as pw
-from atbprof.writers.base import TraceMeta, atomic_path
+from atbprof.writers.base import TraceMeta, atomic_path, guarded
 from atbprof.writers.chrome import BLOCK_NAMES, LEVELS, RATIO_KEYS, STATIC_KEYS, _Runs, _sequential
 
 SEQ = 1  # trusted_packet_sequence_id of every packet
@@ -72,20 +71,6 @@ def _descriptor(uuid: int, name: str, parent: int | None, rank: int, **kind: Any
     if "unit" in kind:
         d.counter.unit_name = kind["unit"]
     return _wrap(packet)
-
-
-def _guarded(method: Callable[..., None]) -> Callable[..., None]:
-    """On any exception, close and delete the partial file before re-raising."""
-
-    @wraps(method)
-    def run(self: PerfettoTraceWriter, *args: Any) -> None:
-        try:
-            method(self, *args)
-        except BaseException as err:
-            self._fail(err)
-            raise
-
-    return run
 
 
 def _splice(ops: np.ndarray, row_sizes: np.ndarray, extras: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> Any:
@@ -165,7 +150,7 @@ class PerfettoTraceWriter:
         self._stack: ExitStack | None = None
         self.packets = 0  # TracePackets written so far
 
-    @_guarded
+    @guarded
     def open(self, directory: Path, meta: TraceMeta) -> None:
         if meta.host_tid <= 0:
             raise ValueError(f"host_tid must be a positive integer, got {meta.host_tid}")
@@ -196,13 +181,13 @@ class PerfettoTraceWriter:
         self.packets += len(out)
         self._fh.write(b"".join(out))
 
-    @_guarded
+    @guarded
     def write_batch(self, batch: pa.RecordBatch) -> None:
         check_table(batch.schema, "op batch")
         for off in range(0, batch.num_rows, _CHUNK):
             self._chunk(batch.slice(off, _CHUNK))
 
-    @_guarded
+    @guarded
     def close(self, steps: pa.Table) -> None:
         pieces: list[tuple[pw.Msg, int]] = []
         if self._busy is not None:
