@@ -70,9 +70,8 @@ def run(
     from atbprof.run import run_simulation
 
     def body() -> None:
-        overrides = list(set_ or [])
-        if fusion is not None:
-            overrides.append(f"fusion={fusion}")
+        overrides = [f"fusion={fusion}"] if fusion is not None else []
+        overrides += list(set_ or [])  # after --fusion, so --set fusion.enable=[...] refines the strategy
         if trace_format is not None:
             overrides.append(f"output.trace_format={trace_format}")
         for key, value in (("output.trace_steps", trace_steps), ("output.trace_layers", trace_layers)):
@@ -107,7 +106,7 @@ def run(
         if format_ is OutputFormat.json:
             sys.stdout.write(orjson.dumps(run_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
-            render_run(result, Console(highlight=False, soft_wrap=True))
+            render_run(result, _console())
 
     _guard(body, verbose)
 
@@ -135,7 +134,7 @@ def export(
         if format_ is OutputFormat.json:
             sys.stdout.write(orjson.dumps(export_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
-            render_export(result, Console(highlight=False, soft_wrap=True))
+            render_export(result, _console())
 
     _guard(body, verbose)
 
@@ -158,7 +157,7 @@ def validate(
         if format_ is OutputFormat.json:
             sys.stdout.write(orjson.dumps(validation_json(report), option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
-            render_validation(report, Console(highlight=False, soft_wrap=True))
+            render_validation(report, _console())
 
     _guard(body, verbose)
     if loses:
@@ -177,7 +176,7 @@ def open_(
     from atbprof.serve import serve_trace
 
     def body() -> None:
-        console = Console(highlight=False, soft_wrap=True)
+        console = _console()
         result = serve_trace(
             run_or_trace,
             port=port,
@@ -191,6 +190,56 @@ def open_(
         console.print(f"stopped: {result.reason} ({result.fetches} fetch(es) of {result.trace})")
 
     _guard(body, verbose)
+
+
+class AnalyzeFormat(str, Enum):
+    rich = "rich"
+    json = "json"
+    md = "md"
+
+
+@app.command()
+def analyze(
+    path: Annotated[Path, typer.Argument(help="A run directory, a torch_npu / msprof profile, or a trace file.")],
+    format_: Annotated[
+        AnalyzeFormat, typer.Option("--format", help="rich, json or md: the same report.")
+    ] = AnalyzeFormat.rich,
+    top: Annotated[int, typer.Option(min=1, help="Rows per list (findings, op types, layers, waits, examples).")] = 10,
+    patterns: Annotated[
+        Path | None, typer.Option("--patterns", help="Detection patterns YAML extending the built-in ones.")
+    ] = None,
+    fail_on_unfused: Annotated[
+        bool, typer.Option("--fail-on-unfused", help="Exit 1 when unfused-norm opportunities exist (for CI).")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+) -> None:
+    """Find unfused LayerNorm/RMSNorm, attribute every microsecond of latency, estimate what fusing would save."""
+    from atbprof.analyze import analyze as analyze_profile
+    from atbprof.importers.detect import load_profile
+    from atbprof.render.analyze import analysis_json, analysis_markdown, render_analysis
+
+    unfused = False
+
+    def body() -> None:
+        nonlocal unfused
+        report = analyze_profile(load_profile(path), patterns_file=str(patterns) if patterns else None, top=top)
+        unfused = report.has_unfused
+        if format_ is AnalyzeFormat.json:
+            sys.stdout.write(orjson.dumps(analysis_json(report), option=orjson.OPT_INDENT_2).decode() + "\n")
+        elif format_ is AnalyzeFormat.md:
+            sys.stdout.write(analysis_markdown(report) + "\n")
+        else:
+            render_analysis(report, _console())
+
+    _guard(body, verbose)
+    if fail_on_unfused and unfused:
+        raise typer.Exit(1)
+
+
+def _console() -> Console:
+    """Reports to stdout; when it is not a terminal (a pipe, a file, CI) use a width the tables fit in."""
+    console = Console(highlight=False, soft_wrap=True)
+    return console if console.is_terminal else Console(highlight=False, soft_wrap=True, width=160)
 
 
 def _guard(body: object, verbose: bool) -> None:

@@ -59,6 +59,7 @@ def test_get_sends_the_gzip_bytes_as_stored_with_cors(server: TraceServer, run_d
     assert headers["Content-Type"] == "application/gzip"
     assert headers["Content-Length"] == str(len(data))
     assert "Content-Encoding" not in headers  # not re-encoded: trace_processor gunzips it itself
+    assert server.fetched.wait(5)  # counted by the server thread after the last byte went out
     assert server.fetches == 1
 
 

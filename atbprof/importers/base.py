@@ -2,7 +2,12 @@
 
 `ops` has the op table schema (atbprof/optable/schema.py); columns a source lacks are null. `framework` holds the
 framework-level ops (aten::*, npu::*, cpu_op events of Kineto / trace_view.json) when the source records them;
-`steps` the step frames when known. External names are mapped to ours here, once.
+`steps` the step table of our runs (STEPS_SCHEMA); `step_frames` one row per step for every kind of input
+(STEP_FRAMES_SCHEMA: ProfilerStep#N ranges, or the span of the step's ops when only `Step Id` is known).
+External names are mapped to ours here, once.
+
+All times are int64 ns relative to the profile's first event; `meta["origin_ns"]` holds that event's absolute time
+(epoch ns for real profiles, so `origin_ns + task_start_ns` is the time the profiler wrote, to the ns).
 """
 
 from __future__ import annotations
@@ -30,6 +35,27 @@ FRAMEWORK_SCHEMA = pa.schema(
 )
 
 
+STEP_FRAMES_SCHEMA = pa.schema(
+    [
+        pa.field("step", pa.int32(), nullable=False),
+        pa.field("start_ns", pa.int64(), nullable=False, metadata={"doc": "relative to the profile start"}),
+        pa.field("dur_ns", pa.int64(), nullable=False),
+        pa.field("op_count", pa.int64(), nullable=False, metadata={"doc": "op table rows with this step"}),
+        pa.field("first_op_index", pa.int64(), nullable=True, metadata={"doc": "first op row of the step"}),
+        pa.field(
+            "frame",
+            pa.string(),
+            nullable=False,
+            metadata={
+                "doc": "what the frame is: ProfilerStep (host ProfilerStep#N range), ops (first op start to last op "
+                "end, when only the op table names the step), run (atbprof host start to token synced)"
+            },
+        ),
+    ],
+    metadata={"atbprof.table": "step_frames", "atbprof.schema_version": SCHEMA_VERSION},
+)
+
+
 @dataclass(frozen=True)
 class Profile:
     kind: str  # atbprof-run | kernel_details | op_summary | ascend_pt | msprof | trace_view | kineto
@@ -38,3 +64,4 @@ class Profile:
     framework: pa.Table | None = None  # FRAMEWORK_SCHEMA
     steps: pa.Table | None = None  # STEPS_SCHEMA (our runs) when known
     meta: dict[str, object] = field(default_factory=dict)  # device, run.json summary, profiler level, ...
+    step_frames: pa.Table | None = None  # STEP_FRAMES_SCHEMA, any input kind, when steps are known

@@ -5,26 +5,62 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from atbprof.errors import InputError
-from atbprof.importers.base import Profile
-from atbprof.optable.schema import read_ops
+from atbprof.importers.base import STEP_FRAMES_SCHEMA, Profile
+from atbprof.importers.guard import importer
+from atbprof.optable.schema import STEPS_SCHEMA, read_ops
 
 
 def is_run_dir(path: Path) -> bool:
     return path.is_dir() and (path / "ops.parquet").exists()
 
 
+@importer
 def load_run(path: Path) -> Profile:
     ops = read_ops(path / "ops.parquet")
-    steps = pq.read_table(path / "steps.parquet") if (path / "steps.parquet").exists() else None
+    steps = _read_steps(path / "steps.parquet") if (path / "steps.parquet").exists() else None
     meta: dict[str, object] = {}
     if (path / "run.json").exists():
         try:
-            meta = orjson.loads((path / "run.json").read_bytes())
+            doc = orjson.loads((path / "run.json").read_bytes())
         except orjson.JSONDecodeError as err:
             raise InputError(
                 f"{path / 'run.json'}: not valid JSON ({err}); re-create the run with `atbprof run`"
             ) from None
-    return Profile("atbprof-run", str(path), ops, None, steps, meta)
+        if not isinstance(doc, dict):
+            raise InputError(f"{path / 'run.json'}: not a run summary (a JSON object); re-create the run")
+        meta = doc
+    meta.setdefault("origin_ns", 0)  # a run's times are relative to its own start already
+    frames = _step_frames(steps) if steps is not None else None
+    return Profile("atbprof-run", str(path), ops, None, steps, meta, frames)
+
+
+def _read_steps(path: Path) -> pa.Table:
+    try:
+        steps = pq.read_table(path)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{path}: not a Parquet file ({err}); re-create the run with `atbprof run`") from None
+    missing = [f.name for f in STEPS_SCHEMA if f.name not in steps.column_names]
+    if missing:
+        raise InputError(f"{path}: missing columns {', '.join(missing)}; re-create the run with `atbprof run`")
+    return steps
+
+
+def _step_frames(steps: pa.Table) -> pa.Table:
+    """A run's step frame: host start of the step to the sampled token back on the host."""
+    start = steps.column("host_start_ns")
+    return pa.table(
+        {
+            "step": pc.cast(steps.column("step"), pa.int32()),
+            "start_ns": pc.cast(start, pa.int64()),
+            "dur_ns": pc.cast(pc.subtract(steps.column("sync_end_ns"), start), pa.int64()),
+            "op_count": pc.cast(steps.column("op_count"), pa.int64()),
+            "first_op_index": pc.cast(steps.column("first_op_index"), pa.int64()),
+            "frame": pa.array(["run"] * steps.num_rows, pa.string()),
+        },
+        schema=STEP_FRAMES_SCHEMA,
+    )

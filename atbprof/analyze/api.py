@@ -1,0 +1,302 @@
+"""`analyze(profile)`: detect unfused norms, attribute the measured time, estimate what fusing them saves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from atbprof.analyze.attribute import attribute
+from atbprof.analyze.categories import norm_symbols
+from atbprof.analyze.detect import detect_framework, detect_kernels
+from atbprof.analyze.estimate import device_for
+from atbprof.analyze.graph_edges import edges_for_run, run_config
+from atbprof.analyze.patterns import KINDS, OPPORTUNITY_KINDS, PatternSet, load_patterns
+from atbprof.analyze.report import AnalysisReport, Breakdown, Finding, Occurrence, PhaseCount, Source, WhatIf
+from atbprof.analyze.view import OpView, dict_codes, has_values, int_column
+from atbprof.analyze.whatif import whatif_device_model, whatif_resimulated
+from atbprof.importers.base import Profile
+
+_LABEL = {
+    "decomposed_rmsnorm": "decomposed RMSNorm",
+    "decomposed_layernorm": "decomposed LayerNorm",
+    "add_norm": "Add->Norm",
+    "norm_matmul": "Norm->MatMul",
+    "fused_norm": "fused norm",
+}
+FRAMEWORK_METHOD = "host time of the calls: a fused call costs about the longest of them"
+_API_HINT = {
+    "decomposed_rmsnorm": "torch_npu.npu_rms_norm",
+    "decomposed_layernorm": "torch.nn.functional.layer_norm (one LayerNormV3 kernel)",
+    "add_norm": "torch_npu.npu_add_rms_norm / npu_add_layer_norm",
+    "norm_matmul": "a fused Norm+MatMul kernel (ATB RmsNorm + Linear, graph mode)",
+}
+
+
+def _meta_int(meta: dict[str, object], *path: str) -> int:
+    node: object = meta
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return int(node) if isinstance(node, int | float) else 0
+
+
+def _types_at(view: OpView, indices: list[int]) -> list[str]:
+    """Op types of a few ops given by op_index."""
+    names = np.array([*view.type_names, "?"], dtype=object)
+    found = np.flatnonzero(np.isin(view.op_index, np.array(indices, dtype=np.int64)))
+    by_index = {int(view.op_index[f]): str(names[view.type_codes[f]]) for f in found.tolist()}
+    return [by_index.get(i, "?") for i in indices]
+
+
+def _framework_names(framework: pa.Table | None, indices: list[int]) -> list[str]:
+    if framework is None:
+        return ["?"] * len(indices)
+    index = int_column(framework, "index", 0)
+    hit = np.flatnonzero(np.isin(index, np.array(indices, dtype=np.int64)))
+    names = framework.column("name").take(pa.array(hit)).to_pylist()
+    by_index = {int(index[h]): str(nm) for h, nm in zip(hit.tolist(), names, strict=True)}
+    return [by_index.get(i, "?") for i in indices]
+
+
+def _findings(
+    table: pa.Table, view: OpView, framework: pa.Table | None, breakdown: Breakdown, top: int, method: str
+) -> list[Finding]:
+    if not table.num_rows:
+        return []
+    keys = ("level", "kind", "pattern", "fused_as")
+    # one integer group key from the dictionary codes of the key columns (no Python object per occurrence)
+    group = np.zeros(table.num_rows, dtype=np.int64)
+    key_names: list[list[str]] = []
+    for k in keys:
+        codes, names = dict_codes(table.column(k))
+        group = group * (len(names) + 1) + codes
+        key_names.append(names)
+    phase_codes, phase_names = dict_codes(table.column("phase"))
+    phase_names = [*phase_names, "all"]
+    phase_codes = np.where(phase_codes >= 0, phase_codes, len(phase_names) - 1)
+    step = int_column(table, "step")
+    time = table.column("time_ns").to_numpy()
+    kernel, wait = table.column("kernel_ns").to_numpy(), table.column("wait_ns").to_numpy()
+    launch = table.column("launch_ns")
+    launch_np = pc.fill_null(launch, 0).to_numpy()
+    saving = pc.fill_null(table.column("est_saving_ns"), 0.0).to_numpy()
+    steps_of = {p.phase: p.steps for p in breakdown.phases}
+    out = []
+    order = np.argsort(group, kind="stable")
+    bounds = np.flatnonzero(np.diff(group[order])) + 1
+    for rows in np.split(order, bounds):
+        head = table.slice(int(rows[0]), 1).to_pylist()[0]
+        level, kind, pattern, fused_as = (head[k] for k in keys)
+        by_phase: dict[str, PhaseCount] = {}
+        for code in np.unique(phase_codes[rows]).tolist():
+            sel = rows[phase_codes[rows] == code]
+            ph = phase_names[code]
+            n_steps = steps_of.get(ph) or len(np.unique(step[sel])) or 1
+            by_phase[ph] = PhaseCount(
+                count=len(sel),
+                steps=n_steps,
+                per_step=round(len(sel) / n_steps, 3),
+                time_us=round(float(time[sel].sum()) / 1e3, 3),
+                est_saving_us=round(float(saving[sel].sum()) / 1e3, 3),
+            )
+        best = rows[np.argsort(-time[rows], kind="stable")[: max(min(3, top), 1)]]
+        sample = table.take(pa.array(best)).to_pylist()
+        examples = []
+        for r in sample:
+            ix = r["op_indices"]
+            types = _types_at(view, ix) if level == "kernel" else _framework_names(framework, ix)
+            examples.append(
+                Occurrence(
+                    step=r["step"],
+                    phase=r["phase"],
+                    stream_id=r["stream_id"],
+                    layer=r["layer"],
+                    role=r["role"],
+                    start_us=round(r["start_ns"] / 1e3, 3),
+                    op_indices=ix,
+                    op_types=types,
+                    time_us=round(r["time_ns"] / 1e3, 3),
+                    est_saving_us=None if r["est_saving_ns"] is None else round(r["est_saving_ns"] / 1e3, 3),
+                )
+            )
+        has_launch = launch.null_count < len(launch)
+        out.append(
+            Finding(
+                kind=kind,
+                level=level,
+                pattern=pattern,
+                fused_as=fused_as,
+                rule=head["rule"],
+                opportunity=kind in OPPORTUNITY_KINDS,
+                count=len(rows),
+                time_us=round(float(time[rows].sum()) / 1e3, 3),
+                kernel_us=round(float(kernel[rows].sum()) / 1e3, 3),
+                wait_us=round(float(wait[rows].sum()) / 1e3, 3),
+                launch_us=round(float(launch_np[rows].sum()) / 1e3, 3) if has_launch else None,
+                est_saving_us=round(float(saving[rows].sum()) / 1e3, 3),
+                est_method=(method if level == "kernel" else FRAMEWORK_METHOD)
+                if kind in OPPORTUNITY_KINDS
+                else "already fused",
+                evidence=head["evidence"],
+                by_phase=by_phase,
+                examples=examples,
+            )
+        )
+    out.sort(key=lambda f: (not f.opportunity, f.level != "kernel", KINDS.index(f.kind), -f.time_us))
+    return out
+
+
+def _summary(name: str, findings: list[Finding], breakdown: Breakdown, whatif: WhatIf) -> str:
+    scope = next((p for p in breakdown.phases if p.phase == breakdown.scope), None)
+    per_token = scope is not None and scope.phase == "decode"
+    unit = "per decode token" if per_token else ("per step" if scope and scope.steps > 1 else "")
+    level = "kernel" if any(f.level == "kernel" for f in findings) else "framework"
+
+    def per_scope(f: Finding) -> float:
+        """Occurrences per step of the scope (per decode token for runs of ours), else in total."""
+        in_scope = f.by_phase.get(breakdown.scope)
+        return in_scope.per_step if in_scope and scope and scope.steps > 1 else f.count
+
+    def count(f: Finding) -> str:
+        return f"{per_scope(f):g} {f.fused_as if f.kind == 'fused_norm' else _LABEL[f.kind]}"
+
+    opp = [f for f in findings if f.opportunity and f.level == level]
+    fused = [f for f in findings if not f.opportunity and f.level == level]
+    head = f"{name}: " + (
+        f"{sum(per_scope(f) for f in opp):g} unfused-norm opportunities {unit}".rstrip()
+        + " ("
+        + ", ".join(count(f) for f in opp)
+        + ")"
+        if opp
+        else "no unfused norms"
+    )
+    parts = [head]
+    if scope is not None and scope.norm.ops:
+        nc = scope.norm
+        what = "ms/token" if per_token else "ms"
+        value = nc.per_step_ms if per_token else nc.total_us / 1e3
+        total = scope.per_step_ms if per_token else scope.span_us / 1e3
+        waited = "launch" if nc.launch_source == "host launch" else "wait"
+        parts.append(
+            f"norm-related {value:.2f} {what} = {nc.span_share:.1%} of {total:.2f} {what} "
+            f"({nc.kernel_share:.0%} kernel, {nc.launch_share:.0%} {waited})"
+        )
+    if opp and whatif.method != "none":
+        if whatif.decode_ms_per_token_after is not None and whatif.decode_ms_per_token_before:
+            b, a = whatif.decode_ms_per_token_before, whatif.decode_ms_per_token_after
+            parts.append(f"fusing them: {b:.2f} -> {a:.2f} ms/token ({(a - b) / b:+.1%}, {whatif.method})")
+        else:
+            how = f"{whatif.method} on {whatif.device}" if level == "kernel" else "host time of the framework calls"
+            parts.append(
+                f"fusing them saves ~{whatif.total_saving_us / 1e3:.2f} ms ({whatif.saving_share:.1%} of "
+                f"the span, {how})"
+            )
+    if fused:
+        parts.append("already fused: " + ", ".join(count(f) for f in fused))
+    return "; ".join(parts)
+
+
+def analyze(
+    profile: Profile,
+    *,
+    patterns: PatternSet | None = None,
+    patterns_file: str | None = None,
+    top: int = 10,
+    whatif: bool = True,
+) -> AnalysisReport:
+    """Analyze a profile (any importer's `Profile`). `top` bounds the rows each list of the report keeps;
+    `whatif=False` skips the estimate (no re-simulation)."""
+    patterns = patterns or load_patterns(patterns_file)
+    ops, meta = profile.ops, profile.meta
+    notes: list[str] = []
+    ours = profile.kind == "atbprof-run"
+    view = OpView.build(ops)
+    edges = None
+    lut = np.append(patterns.kernel.lookup(view.type_names), np.uint8(0))
+    has_norm = bool(np.isin(lut, np.array(sorted(norm_symbols(patterns)), dtype=np.uint8)).any())
+    if ours and has_norm:  # only norm kernels have Add->Norm / Norm->MatMul edges to confirm
+        edges, why = edges_for_run(meta, ops)
+        if why:
+            notes.append(why)
+    found = detect_kernels(ops, patterns, edges, view=view)
+    if profile.framework is not None and profile.framework.num_rows:
+        found = pa.concat_tables([found, detect_framework(profile.framework, patterns)])
+    latency = _meta_int(meta, "host_model", "latency_ns")
+    breakdown = attribute(ops, profile.steps, found, patterns, top, latency, view=view)
+    cfg = run_config(meta) if ours else None
+    summary = meta.get("summary")
+    if not whatif:
+        wi = WhatIf(
+            method="none",
+            device=None,
+            assumption="what-if not requested",
+            span_us=breakdown.span_us,
+            total_saving_us=0.0,
+            span_after_us=breakdown.span_us,
+            saving_share=0.0,
+            decode_ms_per_token_before=None,
+            decode_ms_per_token_after=None,
+            steps=[],
+        )
+    elif cfg is not None and isinstance(summary, dict):
+        found, wi = whatif_resimulated(found, cfg, summary, breakdown.span_us)
+    else:
+        device, why = device_for(meta)
+        if ours:
+            notes.append("run.json has no readable config/summary: the what-if uses the device model instead")
+        found, wi = whatif_device_model(found, device, why, breakdown.span_us)
+    method = {"resimulated": "re-simulated", "device-model": f"device model ({wi.device})", "none": "not estimated"}
+    findings = _findings(found, view, profile.framework, breakdown, top, method[wi.method])
+    name = str(meta.get("name")) if ours and meta.get("name") else profile.source
+    has_unfused = any(f.opportunity for f in findings)
+    assumptions = [wi.assumption, f"categories: {breakdown.categories_heuristic}", breakdown.idle.classified_by]
+    if any(f.evidence.startswith("next kernel") for f in findings):
+        assumptions.append(
+            "no data edges in this profile: an Add->Norm or Norm->MatMul pair is two adjacent kernels "
+            "on one stream whose shapes say one reads the other (equal up to a view)"
+        )
+    next_commands = _next_commands(profile, findings, cfg is not None)
+    for f in findings:
+        if f.opportunity and f.level == "kernel" and not ours:
+            notes.append(f"{_LABEL[f.kind]}: {_API_HINT[f.kind]}")
+    source = Source(
+        kind=profile.kind,
+        path=profile.source,
+        ops=ops.num_rows,
+        framework_ops=profile.framework.num_rows if profile.framework is not None else 0,
+        steps=sum(p.steps for p in breakdown.phases),
+        streams=sorted({int(s) for s in np.unique(view.stream).tolist() if s >= 0}),
+        phases=[p.phase for p in breakdown.phases],
+        has_roles=has_values(ops, "role"),
+        has_launch=has_values(ops, "host_launch_dur_ns"),
+        has_shapes=has_values(ops, "input_shapes"),
+        has_graph=edges is not None,
+        patterns=patterns.source,
+    )
+    return AnalysisReport(
+        source=source,
+        summary=_summary(name, findings, breakdown, wi),  # of all findings; the list keeps the top ones
+        has_unfused=has_unfused,
+        findings=findings[: max(top, 1)],
+        breakdown=breakdown,
+        whatif=wi,
+        assumptions=assumptions,
+        notes=notes,
+        next_commands=next_commands,
+        occurrences=found,
+    )
+
+
+def _next_commands(profile: Profile, findings: list[Finding], ours: bool) -> list[str]:
+    path = profile.source
+    rules = list(dict.fromkeys(f.rule for f in findings if f.opportunity and f.rule and f.level == "kernel"))
+    if ours and rules:
+        # --set, not --fusion: `--fusion X` replaces the whole fusion section, dropping an enable list
+        return [
+            f"atbprof run --config CONFIG.yaml --set 'fusion.enable=[{', '.join(rules)}]' --out {path}-fused   "
+            "(CONFIG.yaml: this run's config, recorded in its run.json)",
+            f"atbprof analyze {path}-fused",
+        ]
+    if ours:
+        return [f"atbprof open {path}   (the trace in https://ui.perfetto.dev)"]
+    return [f"atbprof analyze {path} --format md > norm-analysis.md   (the same report as Markdown)"]

@@ -1,0 +1,292 @@
+"""Where the measured time went, adding up to 100 % of the span (HTA-style device-timeline attribution).
+
+Each op is charged the time the device timeline advanced while it ran: the idle gap before it (the device waited
+for it - charged to the op waited for) plus the part of its duration no earlier op on any stream already covered.
+Within a step these charges add up to first-start..last-end; the rest of the step (host lead-in before the first
+launch, the token sync after the last kernel: runs of ours) is `other`. This is the simulator's own attribution
+(atbprof/sim/summary.py) generalised to several streams, so on runs of ours the rows equal run.json's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from atbprof.analyze.categories import CATEGORY_NAMES, ROLES_RULE, by_blocks, by_roles, norm_symbols
+from atbprof.analyze.patterns import PatternSet
+from atbprof.analyze.report import Breakdown, Idle, NormCost, PhaseBreakdown, Row
+from atbprof.analyze.view import OpView, dict_codes, has_values, int_column, running_max_in_groups
+
+_RATIO_COMPUTE = ("mac_ratio", "vec_ratio", "scalar_ratio")
+_RATIO_MEMORY = ("mte1_ratio", "mte2_ratio", "mte3_ratio", "fixpipe_ratio")
+
+
+def _bounds(view: OpView) -> tuple[np.ndarray, list[str]]:
+    """Bound of each op (view order): the column when recorded, else from pipe ratios, else unknown."""
+    codes, names = view.codes("bound")
+    if (codes >= 0).any():
+        return np.where(codes >= 0, codes, len(names)), [*names, "unknown"]
+    ratios = {c: view.table.column(c) for c in (*_RATIO_COMPUTE, *_RATIO_MEMORY) if has_values(view.table, c)}
+    if not ratios:
+        return np.zeros(len(view), dtype=np.int64), ["unknown"]
+
+    def best(cols: tuple[str, ...]) -> np.ndarray:
+        got = [np.asarray(pc.fill_null(ratios[c], np.nan).to_numpy(), float) for c in cols if c in ratios]
+        if not got:
+            return np.full(view.table.num_rows, np.nan)
+        stacked = np.stack(got)
+        return np.where(np.isnan(stacked).all(axis=0), np.nan, np.nanmax(np.nan_to_num(stacked, nan=-1.0), axis=0))
+
+    comp, mem = best(_RATIO_COMPUTE), best(_RATIO_MEMORY)
+    code = np.where(np.isnan(comp) & np.isnan(mem), 2, np.where(np.nan_to_num(comp) >= np.nan_to_num(mem), 0, 1))
+    return (code if view.identity else code[view.rows]), ["compute", "memory", "unknown"]
+
+
+def _norm_ops(view: OpView, findings: pa.Table, patterns: PatternSet, has_roles: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(norm-related ops, ops of which only the vector share counts), view order - seed 000's Add & Norm blocks."""
+    names = view.type_names
+    folded_type = np.array(["Norm" in t for t in names] + [False], dtype=bool)[view.type_codes]
+    if has_roles:
+        # the simulator's rule: norm kernels and the residual Adds that feed them, plus the vector share of a norm
+        # folded into a MatMul
+        codes, roles = view.codes("role")
+        norm_role = np.array([r.endswith((".norm", ".residual")) for r in roles] + [False], dtype=bool)[codes]
+        return norm_role, folded_type & ~norm_role
+    kernel = findings.filter(pc.equal(findings.column("level"), "kernel"))
+    kernel = kernel.filter(pc.invert(pc.equal(kernel.column("kind"), "norm_matmul")))
+    members = pc.list_flatten(kernel.column("op_indices")).to_numpy() if kernel.num_rows else np.zeros(0, np.int64)
+    norm = np.isin(view.op_index, members)
+    lut = np.append(patterns.kernel.lookup(names), np.uint8(0))
+    fused_mm = np.array(["MatMul" in t or "Matmul" in t for t in names] + [False], dtype=bool)[view.type_codes]
+    is_norm_kernel = np.isin(lut[view.type_codes], np.array(sorted(norm_symbols(patterns)), dtype=np.uint8))
+    folded = norm & fused_mm & is_norm_kernel
+    return norm & ~folded, folded
+
+
+class _Sums:
+    """Counts, device time and charged time per (phase, code): one bincount each over all ops."""
+
+    def __init__(
+        self, phase: np.ndarray, n_phase: int, codes: np.ndarray, n_codes: int, charged: np.ndarray, dur: np.ndarray
+    ) -> None:
+        key = phase * n_codes + codes
+        size = n_phase * n_codes
+        self.count = np.bincount(key, minlength=size).reshape(n_phase, n_codes)
+        self.charged = np.bincount(key, weights=charged, minlength=size).reshape(n_phase, n_codes)
+        self.device = np.bincount(key, weights=dur, minlength=size).reshape(n_phase, n_codes)
+
+    def rows(self, phase: int, names: list[str], span: float, steps: int, top: int | None = None) -> list[Row]:
+        ch, dv, ct = self.charged[phase], self.device[phase], self.count[phase]
+        order = [i for i in np.argsort(-ch, kind="stable").tolist() if ct[i]]
+        rows = [_row(names[i], int(ct[i]), float(dv[i]), float(ch[i]), span, steps) for i in order]
+        if top is not None and len(rows) > top:
+            rest = order[top:]
+            rows = [
+                *rows[:top],
+                _row(
+                    f"({len(rest)} more)",
+                    int(ct[rest].sum()),
+                    float(dv[rest].sum()),
+                    float(ch[rest].sum()),
+                    span,
+                    steps,
+                ),
+            ]
+        return rows
+
+
+def _row(name: str, count: int, device_ns: float, charged_ns: float, span_ns: float, steps: int) -> Row:
+    return Row(
+        name=name,
+        count=count,
+        device_us=round(device_ns / 1e3, 3),
+        charged_us=round(charged_ns / 1e3, 3),
+        per_step_ms=round(charged_ns / 1e6 / max(steps, 1), 4),
+        share=round(charged_ns / span_ns, 4) if span_ns else 0.0,
+    )
+
+
+def _timeline(view: OpView) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
+    """(order, gap, prev_end, charged) of ops on the device timeline (by step, then start, across streams).
+
+    `order` maps timeline positions to view positions (None: the view already is in timeline order)."""
+    one_stream = not len(view) or int(view.stream.max()) == int(view.stream.min())
+    order = None if one_stream else np.lexsort((view.op_index, view.start, view.step))
+    step, start, end = (a if order is None else a[order] for a in (view.step, view.start, view.end))
+    first = np.ones(len(step), dtype=bool)
+    first[1:] = step[1:] != step[:-1]
+    prev_end = np.empty_like(end)
+    if len(end):
+        prev_end[1:] = running_max_in_groups(end, first)[:-1]
+        prev_end[first] = start[first]  # a step's first op: its lead-in is the frame's, not its own
+    gap = np.maximum(start - prev_end, 0)
+    charged = gap + np.maximum(end - np.maximum(start, prev_end), 0)
+    return order, gap, prev_end, charged
+
+
+def attribute(
+    ops: pa.Table,
+    steps: pa.Table | None,
+    findings: pa.Table,
+    patterns: PatternSet,
+    top: int = 10,
+    launch_latency_ns: int = 0,
+    view: OpView | None = None,
+) -> Breakdown:
+    """The breakdown of `ops` (OPS_SCHEMA); `steps` (STEPS_SCHEMA, runs of ours) frames each step with its host
+    lead-in and sync; `findings` (FINDINGS_SCHEMA) name the norm-related ops of profiles without roles."""
+    view = view or OpView.build(ops)
+    n = len(view)
+    has_roles = has_values(ops, "role")
+    has_launch = has_values(ops, "host_launch_dur_ns") and has_values(ops, "host_launch_start_ns")
+    if has_roles:
+        category, heuristic = by_roles(view), ROLES_RULE
+    else:
+        category, heuristic = by_blocks(view, patterns, findings)
+    order, gap, prev_end, charged_i = _timeline(view)
+
+    def tl(a: np.ndarray) -> np.ndarray:
+        return a if order is None else a[order]
+
+    step, start, end = tl(view.step), tl(view.start), tl(view.end)
+    dur = tl(view.dur).astype(np.float64)
+    charged = charged_i.astype(np.float64)
+    frame_first = np.ones(n, dtype=bool)
+    frame_first[1:] = step[1:] != step[:-1]
+    frame_starts = np.flatnonzero(frame_first)
+    frame_step = step[frame_starts]
+    device_span = (np.maximum.reduceat(end, frame_starts) - start[frame_starts]) if n else np.zeros(0, np.int64)
+    wall = device_span.astype(np.float64)
+    # phase of each frame as a code into `phase_names` (object arrays of a million strings are slow to compare)
+    phase_codes, phase_names = view.codes("phase")
+    phase_names = [*phase_names, "all"]
+    first_codes = tl(phase_codes)[frame_starts]
+    frame_phase = np.where(first_codes >= 0, first_codes, len(phase_names) - 1)
+    if steps is not None and steps.num_rows and n:
+        # runs of ours: the measured wall per step runs from the host starting it to the token synced
+        s_step = int_column(steps, "step")
+        s_wall = int_column(steps, "sync_end_ns", 0) - int_column(steps, "host_start_ns", 0)
+        at = np.minimum(np.searchsorted(s_step, frame_step), len(s_step) - 1)
+        ok = s_step[at] == frame_step
+        wall = np.where(ok, np.maximum(s_wall[at], device_span), device_span).astype(float)
+        if ok.all():
+            s_codes, phase_names = dict_codes(steps.column("phase"))
+            frame_phase = s_codes[at]
+    overhead = wall - device_span
+    n_phase = len(phase_names)
+    op_phase = np.repeat(frame_phase, np.diff(np.append(frame_starts, n))) if n else np.zeros(0, np.int64)
+    present = [phase_names[c] for c in np.unique(frame_phase).tolist()]
+    phases_order = [p for p in ("prefill", "decode", "all") if p in present]
+    phases_order += sorted(set(present) - set(phases_order))
+    cat_sums = _Sums(op_phase, n_phase, tl(category), len(CATEGORY_NAMES), charged, dur)
+    norm, folded = (tl(m) for m in _norm_ops(view, findings, patterns, has_roles))
+    norm_kernel = np.bincount(
+        op_phase,
+        weights=np.where(norm, dur, 0.0) + np.where(folded, tl(view.ints("vec_time_ns", fill=0)), 0),
+        minlength=n_phase,
+    )
+    waited = tl(view.ints("host_launch_dur_ns", fill=0)) if has_launch else gap
+    norm_wait = np.bincount(op_phase, weights=np.where(norm, waited, 0), minlength=n_phase)
+    norm_ops = np.bincount(op_phase, weights=norm | folded, minlength=n_phase)
+    frame_steps = np.bincount(frame_phase, minlength=n_phase)
+    frame_wall = np.bincount(frame_phase, weights=wall, minlength=n_phase)
+    frame_over = np.bincount(frame_phase, weights=overhead, minlength=n_phase)
+    phases = []
+    for ph in phases_order:
+        c = phase_names.index(ph)
+        n_steps, span = int(frame_steps[c]), float(frame_wall[c])
+        by_name = {r.name: r for r in cat_sums.rows(c, list(CATEGORY_NAMES), span, n_steps)}
+        other = by_name.get("other") or _row("other", 0, 0.0, 0.0, span, n_steps)
+        by_name["other"] = _row(
+            "other", other.count, other.device_us * 1e3, other.charged_us * 1e3 + float(frame_over[c]), span, n_steps
+        )
+        cats = [by_name[k] for k in CATEGORY_NAMES if k in by_name]
+        kern, wait = float(norm_kernel[c]), float(norm_wait[c])
+        total = kern + wait
+        phases.append(
+            PhaseBreakdown(
+                phase=ph,
+                steps=n_steps,
+                span_us=round(span / 1e3, 3),
+                per_step_ms=round(span / 1e6 / max(n_steps, 1), 4),
+                categories=cats,
+                norm=NormCost(
+                    total_us=round(total / 1e3, 3),
+                    kernel_us=round(kern / 1e3, 3),
+                    launch_us=round(wait / 1e3, 3),
+                    launch_source="host launch" if has_launch else "device wait before the op",
+                    kernel_share=round(kern / total, 4) if total else 0.0,
+                    launch_share=round(wait / total, 4) if total else 0.0,
+                    span_share=round(total / span, 4) if span else 0.0,
+                    per_step_ms=round(total / 1e6 / max(n_steps, 1), 4),
+                    ops=int(norm_ops[c]),
+                ),
+            )
+        )
+    scope = "decode" if "decode" in phases_order else phases_order[0] if phases_order else "all"
+    sc = phase_names.index(scope) if scope in phase_names else 0
+    s_steps, s_span = int(frame_steps[sc]) if n else 0, float(frame_wall[sc]) if n else 0.0
+    types = tl(view.type_codes)
+    types = np.where(types >= 0, types, len(view.type_names))
+    type_names = [*view.type_names, "(unknown)"]
+    by_type = _Sums(op_phase, n_phase, types, len(type_names), charged, dur).rows(sc, type_names, s_span, s_steps, top)
+    layer = tl(view.ints("layer", fill=-2))
+    by_layer: list[Row] = []
+    if (layer > -2).any():
+        k = int(layer.max()) + 3
+        names = ["(unknown)", "model-level (-1)", *[f"layer {i}" for i in range(k - 2)]]
+        by_layer = _Sums(op_phase, n_phase, layer + 2, k, charged, dur).rows(sc, names, s_span, s_steps, top)
+    bcodes, bnames = _bounds(view)
+    by_bound = _Sums(op_phase, n_phase, tl(bcodes), len(bnames), charged, dur).rows(sc, bnames, s_span, s_steps)
+    # idle: waiting for a launch (the op's launch had not reached the device when the device became free) vs other
+    in_gap = (op_phase == sc) & (gap > 0)
+    if has_launch:
+        launch_end = tl(view.ints("host_launch_start_ns", fill=0) + view.ints("host_launch_dur_ns", fill=0))
+        host = in_gap & (launch_end + launch_latency_ns > prev_end)
+        classified = (
+            "host launch records: a gap is a host-dispatch wait when the op's launch (+ launch latency) "
+            "ended after the device became free"
+        )
+    else:
+        host = in_gap
+        classified = (
+            "no host launch records: every gap between kernels inside a step is taken as a wait for the "
+            "next launch (eager dispatch)"
+        )
+    gapf = gap.astype(np.float64)
+    waited_rows = _Sums(
+        op_phase, n_phase, np.where(host, types, len(type_names)), len(type_names) + 1, gapf, gapf
+    ).rows(sc, [*type_names, "(no wait)"], s_span, s_steps, None)
+    waited_rows = [r for r in waited_rows if r.name != "(no wait)"]
+    if len(waited_rows) > top:
+        rest = waited_rows[top:]
+        waited_rows = [
+            *waited_rows[:top],
+            _row(
+                f"({len(rest)} more)",
+                sum(r.count for r in rest),
+                sum(r.device_us for r in rest) * 1000.0,
+                sum(r.charged_us for r in rest) * 1000.0,
+                s_span,
+                s_steps,
+            ),
+        ]
+    idle = Idle(
+        host_wait_us=round(float(gapf[host].sum()) / 1e3, 3),
+        other_gap_us=round(float(gapf[in_gap & ~host].sum()) / 1e3, 3),
+        frame_us=round(float(frame_over[sc]) / 1e3, 3) if n else 0.0,
+        classified_by=classified,
+        waited_for=waited_rows,
+    )
+    return Breakdown(
+        scope=scope,
+        steps=s_steps,
+        span_us=round(float(wall.sum()) / 1e3, 3),
+        categories_heuristic=heuristic,
+        phases=phases,
+        by_op_type=by_type,
+        by_layer=by_layer,
+        by_bound=by_bound,
+        idle=idle,
+    )

@@ -1,0 +1,98 @@
+"""Seed 000's rows for every op: Attention (with its norm), FFN (with its norm), other (+ communication).
+
+Runs of ours carry roles, and the simulator's own summary (atbprof/sim/summary.py) maps them; this uses the same
+map so the two agree. Foreign profiles have no roles: ops are cut into blocks at the layer norms and each block is
+named by the kernels in it (see HEURISTIC).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from atbprof.analyze.detect import first_tensor
+from atbprof.analyze.patterns import PatternSet
+from atbprof.analyze.view import OpView
+from atbprof.sim.summary import CATEGORIES
+
+CATEGORY_NAMES = ("attention", "ffn", "other", "communication")
+ROLES_RULE = (
+    "roles from the run: attn.* is Attention (with attn.norm and the residual Add after attention), ffn.* is FFN "
+    "(with ffn.norm and its residual Add), head.* (embedding, final norm, LM head, sampling) plus each step's host "
+    "lead-in and token sync is other - the simulator's own rows (run.json breakdown_ms_per_token)"
+)
+HEURISTIC = (
+    "no roles in this profile, so blocks were inferred per stream: a block starts at each norm over the hidden "
+    "width ({hidden}; q/k norms inside attention do not start one) and keeps the residual Add before the next norm; "
+    "a block with an attention kernel (FlashAttention, softmax, BatchMatMul, RoPE, KV-cache write) is Attention, a "
+    "block with MatMuls right after an Attention block is FFN, everything else (embedding, LM head, optimizer, a "
+    "training step's backward kernels that follow no norm) is other; communication kernels are their own row"
+)
+
+
+def norm_symbols(patterns: PatternSet) -> set[int]:
+    """Symbols of the classes the fused_norm patterns name: the norm kernels (plain or fused)."""
+    names: set[str] = set()
+    for cp in patterns.kernel.patterns:
+        if cp.spec.kind == "fused_norm":
+            names |= {n.strip() for tok in cp.spec.regex.split("<")[1:] for n in tok.split(">")[0].split("|")}
+    return {patterns.kernel.symbols[n] for n in names if n in patterns.kernel.symbols}
+
+
+def by_roles(view: OpView) -> np.ndarray:
+    """Category code (index into CATEGORY_NAMES) of every op, in view order, from its role."""
+    codes, roles = view.codes("role")
+    per_role = np.array(
+        [CATEGORY_NAMES.index(CATEGORIES.get(r.split(".")[0], "other")) for r in roles] + [2], dtype=np.int64
+    )
+    return per_role[codes]
+
+
+def _widths(view: OpView, column: str, positions: np.ndarray) -> np.ndarray:
+    """Last dimension of the first tensor of `column` at positions (-1 when unknown), parsing each string once."""
+    codes, names = view.codes(column)
+    per_name = np.array([(first_tensor(s) or (-1,))[-1] for s in names] + [-1], dtype=np.int64)
+    return per_name[codes[positions]]
+
+
+def by_blocks(view: OpView, patterns: PatternSet, findings: pa.Table) -> tuple[np.ndarray, str]:
+    """Category codes (view order) for a profile without roles, and the heuristic as a sentence."""
+    n = len(view)
+    kinds = np.array([patterns.category_of(t) or "" for t in view.type_names] + [""], dtype=object)
+    cat_of_op = kinds[view.type_codes]
+    attention = cat_of_op == "attention"
+    matmul = cat_of_op == "matmul"
+    comm = cat_of_op == "communication"
+    lut = np.append(patterns.kernel.lookup(view.type_names), np.uint8(0))
+    anchor = np.isin(lut[view.type_codes], np.array(sorted(norm_symbols(patterns)), dtype=np.uint8))
+    kernel_rows = findings.filter(pc.equal(findings.column("level"), "kernel"))
+    decomposed = [k.startswith("decomposed") for k in kernel_rows.column("kind").to_pylist()]
+    chain_starts = [ix[0] for ix, d in zip(kernel_rows.column("op_indices").to_pylist(), decomposed, strict=True) if d]
+    anchor |= np.isin(view.op_index, np.array(chain_starts, dtype=np.int64))
+    hidden = "unknown"
+    mm_widths = _widths(view, "output_shapes", np.flatnonzero(matmul))
+    if (mm_widths > 0).any():
+        width = Counter(mm_widths[mm_widths > 0].tolist()).most_common(1)[0][0]
+        anchor_pos = np.flatnonzero(anchor)
+        norm_widths = _widths(view, "input_shapes", anchor_pos)
+        if (norm_widths == width).any():  # else keep every norm: better than none
+            anchor[anchor_pos[(norm_widths != width) & (norm_widths > 0)]] = False
+            hidden = str(width)
+    seg = np.cumsum(anchor | view.group_first) - 1
+    n_seg = int(seg[-1]) + 1 if n else 0
+    seg_attn = np.bincount(seg, weights=attention, minlength=n_seg) > 0
+    seg_mm = np.bincount(seg, weights=matmul, minlength=n_seg) > 0
+    starts = np.flatnonzero(anchor | view.group_first)
+    led_by_norm = anchor[starts]
+    new_group = view.group_first[starts]
+    seg_cat = np.full(n_seg, CATEGORY_NAMES.index("other"), dtype=np.int64)
+    seg_cat[seg_attn & led_by_norm] = CATEGORY_NAMES.index("attention")
+    prev_attn = np.zeros(n_seg, dtype=bool)
+    prev_attn[1:] = (seg_cat[:-1] == CATEGORY_NAMES.index("attention")) & ~new_group[1:]
+    seg_cat[seg_mm & ~seg_attn & led_by_norm & prev_attn] = CATEGORY_NAMES.index("ffn")
+    codes = seg_cat[seg] if n else np.zeros(0, dtype=np.int64)
+    codes[comm] = CATEGORY_NAMES.index("communication")
+    return codes, HEURISTIC.format(hidden=hidden)

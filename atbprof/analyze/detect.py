@@ -1,0 +1,297 @@
+"""Detect unfused norms (and the norms already fused) in an op table and a framework table.
+
+Each (step, stream) group of ops becomes a string of class symbols (one byte per op, see patterns.py); groups are
+joined with a separator no pattern can cross, and every pattern is one compiled-regex scan over the whole string.
+Matches then go through the pattern's check: a data edge in the run's graph for runs of ours (`edges`), the
+tensor shapes for other profiles (they record no data edges). Pure: tables in, a FINDINGS_SCHEMA table out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+
+import numpy as np
+import pyarrow as pa
+
+from atbprof.analyze.patterns import OTHER, SEPARATOR, CompiledLevel, CompiledPattern, PatternSet
+from atbprof.analyze.report import FINDINGS_SCHEMA
+from atbprof.analyze.view import OpView, dict_codes, has_values, int_column
+
+EVIDENCE_SEQUENCE = "op-type sequence on one stream"
+EVIDENCE_EDGE = "data edge in the run's graph"
+EVIDENCE_EDGE_ONLY = "data edge in the run's graph; the MatMul is the norm's only reader"
+EVIDENCE_SHAPE = "next kernel on the stream with output shape = its input shape (the profile has no data edges)"
+EVIDENCE_SHAPE_ONLY = EVIDENCE_SHAPE[:-1] + "; other readers of the norm unknown)"
+EVIDENCE_NO_SHAPE = "next kernel on the stream (the profile records no shapes to confirm the data edge)"
+EVIDENCE_FRAMEWORK = "outermost framework ops in sequence on one thread"
+
+
+def member_ranges(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All positions of the half-open ranges [starts, ends), concatenated, and the offsets of each range."""
+    lengths = ends - starts
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    members = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1] - starts, lengths)
+    return members, offsets
+
+
+@lru_cache(maxsize=4096)  # a profile has few distinct shape strings
+def first_tensor(shapes: str | None) -> tuple[int, ...] | None:
+    """'4096,1,1024;1024' -> (4096, 1, 1024); None when absent or not numeric."""
+    if not shapes:
+        return None
+    head = shapes.strip('"').split(";")[0].strip().strip('"')
+    try:
+        return tuple(int(d) for d in head.split(",")) if head else None
+    except ValueError:
+        return None
+
+
+def same_tensor(a: tuple[int, ...] | None, b: tuple[int, ...] | None) -> bool:
+    """Equal, or equal up to a view (same element count and last dimension: a reshape is free)."""
+    if a is None or b is None:
+        return False
+    return a == b or (a[-1:] == b[-1:] and int(np.prod(a)) == int(np.prod(b)))
+
+
+def scan(level: CompiledLevel, view: OpView) -> list[tuple[CompiledPattern, np.ndarray, np.ndarray]]:
+    """(pattern, first position, end position) of every match, in view order; claimed ops are hidden from later
+    patterns."""
+    n = len(view)
+    lut = np.append(level.lookup(view.type_names), np.uint8(OTHER))  # code -1 (null type) -> other
+    symbols = lut[view.type_codes]
+    sep_at = np.flatnonzero(view.group_first[1:]) + 1
+    subject = np.insert(symbols, sep_at, np.uint8(SEPARATOR))
+    pos_of = np.insert(np.arange(n, dtype=np.int64), sep_at, -1)
+    buf = bytearray(subject.tobytes())
+    writable = np.frombuffer(buf, dtype=np.uint8)
+    present = np.bincount(symbols, minlength=256) > 0
+    out = []
+    for cp in level.patterns:
+        # the gap-tolerant regex is several times slower: use it only when a gap op occurs at all
+        regex = cp.regex if present[list(cp.gap_symbols)].any() else cp.plain
+        spans = np.array([m.span() for m in regex.finditer(buf)], dtype=np.int64).reshape(-1, 2)
+        if len(spans):
+            first, last = pos_of[spans[:, 0]], pos_of[spans[:, 1] - 1]
+            # a user regex such as [^A] could match the separator: such a match spans two groups
+            ok = (first >= 0) & (last >= 0) & (last - first == spans[:, 1] - spans[:, 0] - 1)
+            spans = spans[ok]
+            if cp.spec.claims and len(spans):
+                writable[member_ranges(spans[:, 0], spans[:, 1])[0]] = OTHER
+            out.append((cp, first[ok], last[ok] + 1))
+        else:
+            out.append((cp, np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    return out
+
+
+EVIDENCE = (
+    EVIDENCE_SEQUENCE,
+    EVIDENCE_EDGE,
+    EVIDENCE_EDGE_ONLY,
+    EVIDENCE_SHAPE,
+    EVIDENCE_SHAPE_ONLY,
+    EVIDENCE_NO_SHAPE,
+    EVIDENCE_FRAMEWORK,
+)
+
+
+def _edge_map(edges: pa.Table) -> dict[tuple[str, int], tuple[int, ...]]:
+    phases = edges.column("phase").to_pylist()
+    nodes = edges.column("node_id").to_pylist()
+    consumers = edges.column("consumers").to_pylist()
+    return {(p, n): tuple(c) for p, n, c in zip(phases, nodes, consumers, strict=True)}
+
+
+def _per_pair(
+    a: np.ndarray, b: np.ndarray, decide: Callable[[int, int], tuple[bool, int]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Apply `decide` once per distinct (a, b) pair - a run repeats the same few node/shape pairs every step."""
+    pairs, inverse = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
+    decided = [decide(int(x), int(y)) for x, y in pairs.tolist()]
+    keep = np.array([d[0] for d in decided], dtype=bool)
+    evidence = np.array([d[1] for d in decided], dtype=np.int8)
+    inverse = inverse.ravel()
+    return keep[inverse], evidence[inverse]
+
+
+def _check(
+    cp: CompiledPattern, view: OpView, first: np.ndarray, end: np.ndarray, edges: dict[tuple[str, int], tuple[int, ...]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which matches [first, end) pass the pattern's check, and the evidence (index into EVIDENCE) of each."""
+    k = len(first)
+    last = end - 1
+    check = cp.spec.check
+    if check == "none" or not k:
+        return np.ones(k, dtype=bool), np.zeros(k, dtype=np.int8)
+    only = check == "feeds_only"
+    node_a, node_b = view.ints("node_id", first), view.ints("node_id", last)
+    if edges and (node_a >= 0).all():
+        phase_codes, phases = view.codes("phase")
+        phase_a = phase_codes[first]
+        # (phase, node) packed into one integer so that distinct (producer, consumer) pairs can be found at once
+        packed = phase_a * (1 << 32) + node_a
+
+        def by_edge(producer: int, consumer: int) -> tuple[bool, int]:
+            code, node = divmod(producer, 1 << 32)
+            readers = edges.get((phases[code] if code >= 0 else "", node), ())
+            reads = consumer in readers and (not only or readers == (consumer,))
+            return reads, 2 if only else 1
+
+        return _per_pair(packed, node_b, by_edge)
+    out_codes, out_names = view.codes("output_shapes")
+    in_codes, in_names = view.codes("input_shapes")
+
+    def by_shape(out_code: int, in_code: int) -> tuple[bool, int]:
+        a = first_tensor(out_names[out_code]) if out_code >= 0 else None
+        b = first_tensor(in_names[in_code]) if in_code >= 0 else None
+        if a is None or b is None:
+            return True, 5  # adjacency alone; the evidence says the shapes could not confirm it
+        return same_tensor(a, b), 4 if only else 3
+
+    return _per_pair(out_codes[first], in_codes[last], by_shape)
+
+
+def _last_dims(view: OpView, positions: np.ndarray) -> pa.Array:
+    """Last dimension of the first output tensor at positions (null when unknown), parsing each string once."""
+    codes, names = view.codes("output_shapes")
+    per_name = np.array([(first_tensor(s) or (-1,))[-1] for s in names] + [-1], dtype=np.int64)
+    dims = per_name[codes[positions]]
+    return pa.array(dims, pa.int64(), mask=dims < 0)
+
+
+def _table(
+    level: str,
+    cp: CompiledPattern,
+    view: OpView,
+    first: np.ndarray,
+    last: np.ndarray,
+    evidence: np.ndarray,
+    kernel_level: bool,
+) -> pa.Table:
+    k = len(first)
+    members, offsets = member_ranges(first, last)
+    starts = offsets[:-1]
+    kernel = np.add.reduceat(view.dur[members], starts) if k else np.zeros(0, np.int64)
+    longest = np.maximum.reduceat(view.dur[members], starts) if k else np.zeros(0, np.int64)
+    wait = np.add.reduceat(view.gap[members], starts) if k else np.zeros(0, np.int64)
+    inner = wait - view.gap[first]
+    launch: pa.Array = pa.nulls(k, pa.int64())
+    if kernel_level and has_values(view.table, "host_launch_dur_ns"):
+        per_op = view.ints("host_launch_dur_ns", fill=0)
+        launch = pa.array(np.add.reduceat(per_op[members], starts) if k else np.zeros(0, np.int64))
+    anchor = first if cp.spec.anchor == 0 else last - 1
+    names = [*view.type_names, ""]
+    if "{0}" in cp.spec.fused_as:  # one fused name per op type of the first member
+        fused = pa.array([cp.spec.fused_as.format(t) for t in names]).take(pa.array(view.type_codes[first]))
+    elif cp.spec.fused_as:
+        fused = pa.repeat(pa.scalar(cp.spec.fused_as), k)
+    else:
+        fused = pa.array(names).take(pa.array(view.type_codes[anchor]))
+    step = view.step[anchor]
+    stream = view.stream[anchor]
+
+    def const(value: str) -> pa.Array:
+        return pa.repeat(pa.scalar(value, pa.string()), k)
+
+    def column(name: str, positions: np.ndarray, typ: pa.DataType) -> pa.Array:
+        return view.arrow(name, positions, typ) if kernel_level else pa.nulls(k, typ)
+
+    columns: dict[str, pa.Array | np.ndarray] = {
+        "level": const(level),
+        "kind": const(cp.spec.kind),
+        "pattern": const(cp.spec.name),
+        "fused_as": fused,
+        "rule": const(cp.spec.rule),
+        "step": pa.array(step, pa.int32(), mask=step < 0),
+        "phase": column("phase", anchor, pa.string()),
+        "stream_id": pa.array(stream, pa.int64(), mask=stream < 0),
+        "layer": column("layer", anchor, pa.int32()),
+        "role": column("role", anchor, pa.string()),
+        "start_ns": view.start[first],
+        "op_indices": pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(view.op_index[members])),
+        "kernel_ns": kernel,
+        "max_kernel_ns": longest,
+        "last_kernel_ns": view.dur[last - 1],
+        "wait_ns": wait,
+        "inner_wait_ns": inner,
+        "launch_ns": launch,
+        "time_ns": kernel + wait,
+        "shape": column("input_shapes", anchor, pa.string()),
+        "dtype": column("input_dtypes", anchor, pa.string()),
+        "out_width": _last_dims(view, last - 1) if cp.spec.kind == "norm_matmul" else pa.nulls(k, pa.int64()),
+        "evidence": pa.array(EVIDENCE, pa.string()).take(pa.array(evidence.astype(np.int32))),
+        "est_fused_ns": pa.nulls(k, pa.float64()),
+        "est_saving_ns": pa.nulls(k, pa.float64()),
+    }
+    arrays = [pa.array(columns[f.name], f.type) for f in FINDINGS_SCHEMA]
+    return pa.Table.from_arrays(arrays, schema=FINDINGS_SCHEMA)
+
+
+def detect_kernels(
+    ops: pa.Table, patterns: PatternSet, edges: pa.Table | None = None, view: OpView | None = None
+) -> pa.Table:
+    """Findings in the device op table (OPS_SCHEMA). `edges`: the run's graph (see graph_edges.py), if known;
+    `view`: the table's OpView when the caller already built it."""
+    view = view or OpView.build(ops)
+    edge_map = _edge_map(edges) if edges is not None else {}
+    parts = []
+    for cp, first, last in scan(patterns.kernel, view):
+        keep, evidence = _check(cp, view, first, last, edge_map)
+        parts.append(_table("kernel", cp, view, first[keep], last[keep], evidence[keep], kernel_level=True))
+    return pa.concat_tables(parts) if parts else FINDINGS_SCHEMA.empty_table()
+
+
+def outermost_ops(framework: pa.Table) -> pa.Table:
+    """Framework ops (names with '::') that no other framework op encloses, as a small op table.
+
+    The aten::pow inside aten::rms_norm's composite implementation (or aten::copy_ inside aten::to) is part of its
+    parent call: counting it would count that call twice, and would call a fused op decomposed."""
+    n = framework.num_rows
+    codes, names = dict_codes(framework.column("name"))
+    is_op = np.array(["::" in s for s in names] + [False], dtype=bool)[codes]
+    index = int_column(framework, "index", 0)
+    parent = int_column(framework, "parent", -1)
+    depth = int_column(framework, "depth", 0)
+    order = np.argsort(index, kind="stable")
+    pos = np.searchsorted(index[order], parent)
+    found = (parent >= 0) & (pos < n)
+    parent_row = np.full(n, -1, dtype=np.int64)
+    parent_row[found] = order[np.minimum(pos[found], n - 1)]
+    parent_row[found & (index[parent_row] != parent)] = -1
+    covered = np.zeros(n, dtype=bool)
+    for d in np.unique(depth[parent_row >= 0]).tolist():  # parents are shallower: fill depth by depth
+        rows = np.flatnonzero((depth == d) & (parent_row >= 0))
+        p = parent_row[rows]
+        covered[rows] = covered[p] | is_op[p]
+    keep = is_op & ~covered
+    pid, tid = int_column(framework, "pid", 0), int_column(framework, "tid", 0)
+    pairs = np.stack([pid[keep], tid[keep]], axis=1)
+    thread = np.unique(pairs, axis=0, return_inverse=True)[1].ravel() if len(pairs) else np.zeros(0, np.int64)
+    return pa.table(
+        {
+            "op_index": pa.array(index[keep]),
+            "step": pa.array(int_column(framework, "step")[keep], pa.int32()),
+            "stream_id": pa.array(thread, pa.int32()),
+            "task_start_ns": pa.array(int_column(framework, "start_ns", 0)[keep]),
+            "task_dur_ns": pa.array(int_column(framework, "dur_ns", 0)[keep]),
+            "op_type": framework.column("name").take(pa.array(np.flatnonzero(keep))),
+        }
+    )
+
+
+def detect_framework(framework: pa.Table, patterns: PatternSet) -> pa.Table:
+    """Findings among the outermost framework ops (FRAMEWORK_SCHEMA), per (step, thread)."""
+    view = OpView.build(outermost_ops(framework))
+    parts = [
+        _table("framework", cp, view, first, last, np.full(len(first), len(EVIDENCE) - 1), kernel_level=False)
+        for cp, first, last in scan(patterns.framework, view)
+    ]
+    return pa.concat_tables(parts) if parts else FINDINGS_SCHEMA.empty_table()
+
+
+def detect(ops: pa.Table, framework: pa.Table | None, patterns: PatternSet, edges: pa.Table | None = None) -> pa.Table:
+    """All findings: device kernels, then framework ops (when the profile has them)."""
+    kernel = detect_kernels(ops, patterns, edges)
+    if framework is None or not framework.num_rows:
+        return kernel
+    return pa.concat_tables([kernel, detect_framework(framework, patterns)])

@@ -1,0 +1,189 @@
+"""Detection patterns as data (atbprof/analyze/patterns.yaml + an optional user file), compiled to symbol regexes.
+
+Op types map to classes, each class to one character; a pattern `<Cast>?<Pow><ReduceMean>...` becomes a regex over
+those characters. Tolerated gap classes (MemSet) are allowed before every token but never at the start of a match.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from atbprof.config.yamlio import load_yaml_file
+from atbprof.errors import ConfigError
+
+FindingKind = Literal["decomposed_rmsnorm", "decomposed_layernorm", "add_norm", "norm_matmul", "fused_norm"]
+KINDS: tuple[str, ...] = ("decomposed_rmsnorm", "decomposed_layernorm", "add_norm", "norm_matmul", "fused_norm")
+OPPORTUNITY_KINDS = frozenset(KINDS[:4])
+Level = Literal["kernel", "framework"]
+
+OTHER = ord("~")  # symbol of op types in no class
+SEPARATOR = ord("\n")  # between (step, stream) groups: `.` in a user regex does not cross it
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"  # no regex metacharacters
+_TOKEN = re.compile(r"<([^<>]+)>")
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Pattern(_M):
+    name: str
+    kind: FindingKind
+    regex: str = Field(min_length=1)
+    gap: tuple[str, ...] = ()
+    fused_as: str = ""
+    rule: str = ""
+    anchor: Literal[0, -1] = 0
+    claims: bool = False
+    check: Literal["none", "feeds", "feeds_only"] = "none"
+
+
+class LevelPatterns(_M):
+    classes: dict[str, tuple[str, ...]] = {}
+    patterns: tuple[Pattern, ...] = ()
+
+
+class PatternFile(_M):
+    kernel: LevelPatterns = LevelPatterns()
+    framework: LevelPatterns = LevelPatterns()
+    categories: dict[str, tuple[str, ...]] = {}
+
+
+@dataclass(frozen=True)
+class CompiledPattern:
+    spec: Pattern
+    regex: re.Pattern[bytes]
+    plain: re.Pattern[bytes]  # the same regex without gap tolerance (for op strings that have no gap ops)
+    gap_symbols: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CompiledLevel:
+    """The classes and compiled patterns of one level (kernel or framework)."""
+
+    classes: dict[str, tuple[str, ...]]
+    symbols: dict[str, int]  # class name -> symbol byte
+    patterns: tuple[CompiledPattern, ...]
+
+    def class_of(self, op_type: str) -> str | None:
+        for name, globs in self.classes.items():
+            if any(fnmatch.fnmatchcase(op_type, g) for g in globs):
+                return name
+        return None
+
+    def lookup(self, names: list[str]) -> np.ndarray:
+        """Symbol byte of each name (a dictionary of op types): one uint8 per entry."""
+        out = np.full(len(names), OTHER, dtype=np.uint8)
+        for i, name in enumerate(names):
+            cls = self.class_of(name) if name is not None else None
+            if cls is not None:
+                out[i] = self.symbols[cls]
+        return out
+
+
+@dataclass(frozen=True)
+class PatternSet:
+    kernel: CompiledLevel
+    framework: CompiledLevel
+    categories: dict[str, tuple[str, ...]]
+    source: str
+
+    def category_of(self, op_type: str) -> str | None:
+        for name, globs in self.categories.items():
+            if any(fnmatch.fnmatchcase(op_type, g) for g in globs):
+                return name
+        return None
+
+
+def _compile_level(level: LevelPatterns, where: str) -> CompiledLevel:
+    if len(level.classes) > len(_ALPHABET):
+        raise ConfigError(f"{where}: {len(level.classes)} classes; at most {len(_ALPHABET)} are supported")
+    symbols = {name: ord(_ALPHABET[i]) for i, name in enumerate(level.classes)}
+    compiled = []
+    for p in level.patterns:
+        problems: list[str] = []
+
+        def char(name: str, p: Pattern = p, problems: list[str] = problems) -> str:
+            if name not in symbols:
+                problems.append(f"{where}: pattern {p.name!r}: unknown class <{name}> (classes: {', '.join(symbols)})")
+                return "~"
+            return chr(symbols[name])
+
+        gap = "".join(char(g) for g in p.gap)
+        used = {n.strip() for m in _TOKEN.finditer(p.regex) for n in m.group(1).split("|")}
+        clash = sorted(used & set(p.gap))
+        if clash:
+            problems.append(f"{where}: pattern {p.name!r}: {', '.join(clash)} is both a gap class and a token")
+
+        def translate(gap: str, p: Pattern = p, char: Callable[[str], str] = char) -> str:
+            def token(match: re.Match[str]) -> str:
+                chars = "".join(char(n.strip()) for n in match.group(1).split("|"))
+                body = chars if len(chars) == 1 else f"[{chars}]"
+                return f"(?:[{gap}]*{body})" if gap else body
+
+            text = _TOKEN.sub(token, p.regex)
+            return f"(?![{gap}])(?:{text})" if gap else text  # a match never starts with a tolerated op
+
+        texts = (translate(gap), translate(""))
+        if problems:
+            raise ConfigError(problems)
+        try:
+            regex, plain = (re.compile(t.encode("ascii")) for t in texts)
+        except (re.error, UnicodeEncodeError) as err:
+            raise ConfigError(f"{where}: pattern {p.name!r}: not a valid regex ({err})") from None
+        if regex.match(b"") or plain.match(b""):
+            raise ConfigError(f"{where}: pattern {p.name!r} matches an empty op sequence")
+        compiled.append(CompiledPattern(p, regex, plain, tuple(ord(c) for c in gap)))
+    return CompiledLevel(dict(level.classes), symbols, tuple(compiled))
+
+
+def _parse(doc: object, source: str) -> PatternFile:
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{source}: expected a mapping with 'kernel', 'framework' and/or 'categories'")
+    try:
+        return PatternFile.model_validate(doc)
+    except ValidationError as err:
+        raise ConfigError(
+            [f"{source}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()]
+        ) from None
+
+
+def _merge_level(base: LevelPatterns, extra: LevelPatterns) -> LevelPatterns:
+    classes = {**base.classes, **extra.classes}
+    by_name = {p.name: p for p in base.patterns}
+    order = [p.name for p in base.patterns]
+    for p in extra.patterns:
+        if p.name not in by_name:
+            order.append(p.name)
+        by_name[p.name] = p
+    return LevelPatterns(classes=classes, patterns=tuple(by_name[n] for n in order))
+
+
+def load_patterns(extra_file: str | None = None) -> PatternSet:
+    """The built-in patterns, extended/overridden by a user file with the same layout."""
+    text = resources.files("atbprof.analyze").joinpath("patterns.yaml").read_text(encoding="utf-8")
+    doc = _parse(yaml.safe_load(text), "patterns.yaml")
+    source = "built-in patterns"
+    if extra_file:
+        extra = _parse(load_yaml_file(extra_file, "--patterns"), extra_file)
+        doc = PatternFile(
+            kernel=_merge_level(doc.kernel, extra.kernel),
+            framework=_merge_level(doc.framework, extra.framework),
+            categories={**doc.categories, **extra.categories},
+        )
+        source = f"built-in patterns + {extra_file}"
+    return PatternSet(
+        kernel=_compile_level(doc.kernel, "kernel"),
+        framework=_compile_level(doc.framework, "framework"),
+        categories=dict(doc.categories),
+        source=source,
+    )

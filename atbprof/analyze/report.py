@@ -1,0 +1,204 @@
+"""The result of `atbprof analyze`: the findings table (one row per occurrence) and the report model.
+
+The JSON twin (`atbprof analyze --format json`) is `AnalysisReport.model_dump(mode="json")`; it is a contract:
+`schema_version`, `source` (what was read), `summary` (one line), `has_unfused`, `findings` (one item per
+(level, kind, pattern, fused_as): at least `kind`, `count`, `time_us`, `est_saving_us`), `breakdown` (where the
+measured time went, adding up to 100 % of the span), `whatif` (the estimate after fusion), `assumptions`, `notes`
+and `next_commands`. Times are µs unless a field name says ms. New fields may be added; existing ones keep their
+meaning.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from atbprof.analyze.patterns import FindingKind, Level
+
+REPORT_SCHEMA_VERSION = "1"
+
+FINDINGS_SCHEMA = pa.schema(
+    [
+        pa.field("level", pa.string(), nullable=False, metadata={"doc": "kernel | framework"}),
+        pa.field("kind", pa.string(), nullable=False, metadata={"doc": "decomposed_rmsnorm ... fused_norm"}),
+        pa.field("pattern", pa.string(), nullable=False, metadata={"doc": "name of the pattern that matched"}),
+        pa.field("fused_as", pa.string(), nullable=False, metadata={"doc": "the fused op it would become / is"}),
+        pa.field("rule", pa.string(), nullable=False, metadata={"doc": "simulator fusion rule, or empty"}),
+        pa.field("step", pa.int32(), nullable=True),
+        pa.field("phase", pa.string(), nullable=True),
+        pa.field("stream_id", pa.int64(), nullable=True, metadata={"doc": "device stream (framework: thread)"}),
+        pa.field("layer", pa.int32(), nullable=True),
+        pa.field("role", pa.string(), nullable=True, metadata={"doc": "role of the anchor op (runs of ours)"}),
+        pa.field("start_ns", pa.int64(), nullable=False, metadata={"doc": "start of the first member"}),
+        pa.field("op_indices", pa.list_(pa.int64()), nullable=False, metadata={"doc": "members (op_index)"}),
+        pa.field("kernel_ns", pa.int64(), nullable=False, metadata={"doc": "sum of member durations"}),
+        pa.field("max_kernel_ns", pa.int64(), nullable=False, metadata={"doc": "longest member"}),
+        pa.field("last_kernel_ns", pa.int64(), nullable=False, metadata={"doc": "duration of the last member"}),
+        pa.field("wait_ns", pa.int64(), nullable=False, metadata={"doc": "idle time of the stream before members"}),
+        pa.field("inner_wait_ns", pa.int64(), nullable=False, metadata={"doc": "wait_ns minus the first member's"}),
+        pa.field("launch_ns", pa.int64(), nullable=True, metadata={"doc": "host launch time of members, if known"}),
+        pa.field("time_ns", pa.int64(), nullable=False, metadata={"doc": "kernel_ns + wait_ns (time involved)"}),
+        pa.field("shape", pa.string(), nullable=True, metadata={"doc": "input shapes of the anchor op"}),
+        pa.field("dtype", pa.string(), nullable=True, metadata={"doc": "input dtypes of the anchor op"}),
+        pa.field("out_width", pa.int64(), nullable=True, metadata={"doc": "last output dim of the last member"}),
+        pa.field("evidence", pa.string(), nullable=False, metadata={"doc": "how the match was confirmed"}),
+        pa.field("est_fused_ns", pa.float64(), nullable=True, metadata={"doc": "what-if: the fused kernel"}),
+        pa.field("est_saving_ns", pa.float64(), nullable=True, metadata={"doc": "what-if: time saved"}),
+    ],
+    metadata={"atbprof.table": "analyze.findings", "atbprof.schema_version": REPORT_SCHEMA_VERSION},
+)
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Source(_M):
+    kind: str = Field(description="importer kind: atbprof-run, kernel_details, op_summary, trace_view, ...")
+    path: str
+    ops: int
+    framework_ops: int
+    steps: int
+    streams: list[int]
+    phases: list[str]
+    has_roles: bool = Field(description="ops carry model roles (runs of ours): categories come from them")
+    has_launch: bool = Field(description="ops carry host launch times")
+    has_shapes: bool
+    has_graph: bool = Field(description="data edges of the run's graph were used (runs of ours)")
+    patterns: str
+
+
+class Occurrence(_M):
+    step: int | None
+    phase: str | None
+    stream_id: int | None
+    layer: int | None
+    role: str | None
+    start_us: float
+    op_indices: list[int]
+    op_types: list[str]
+    time_us: float
+    est_saving_us: float | None
+
+
+class PhaseCount(_M):
+    count: int
+    steps: int
+    per_step: float
+    time_us: float
+    est_saving_us: float
+
+
+class Finding(_M):
+    kind: FindingKind
+    level: Level
+    pattern: str
+    fused_as: str
+    rule: str
+    opportunity: bool = Field(description="false for fused_norm (already fused)")
+    count: int
+    time_us: float = Field(description="kernel_us + wait_us: device time the matched ops account for")
+    kernel_us: float
+    wait_us: float = Field(description="idle time of the stream right before the members (waiting for launches)")
+    launch_us: float | None = Field(description="host launch time of the members, when the profile records it")
+    est_saving_us: float
+    est_method: str
+    evidence: str
+    by_phase: dict[str, PhaseCount]
+    examples: list[Occurrence]
+
+
+class Row(_M):
+    name: str
+    count: int = 0
+    device_us: float = Field(default=0.0, description="sum of kernel durations")
+    charged_us: float = Field(default=0.0, description="device-timeline time charged (adds up to the span)")
+    per_step_ms: float = Field(default=0.0, description="charged per step (per token in decode)")
+    share: float = Field(default=0.0, description="charged / span")
+
+
+class NormCost(_M):
+    """Norm-related cost (seed 000's Add & Norm blocks): kernel time plus launch (or wait) time."""
+
+    total_us: float
+    kernel_us: float
+    launch_us: float
+    launch_source: Literal["host launch", "device wait before the op"]
+    kernel_share: float
+    launch_share: float
+    span_share: float
+    per_step_ms: float
+    ops: int
+
+
+class Idle(_M):
+    """Device idle time, HTA-style: waiting for the next launch (charged to the op waited for) vs other gaps."""
+
+    host_wait_us: float
+    other_gap_us: float
+    frame_us: float = Field(description="step lead-in and token sync around the device work (runs of ours)")
+    classified_by: str
+    waited_for: list[Row]
+
+
+class PhaseBreakdown(_M):
+    phase: str
+    steps: int
+    span_us: float = Field(description="measured span of the phase (all its steps)")
+    per_step_ms: float = Field(description="mean span per step: TTFT for prefill, per-token latency for decode")
+    categories: list[Row]
+    norm: NormCost
+
+
+class Breakdown(_M):
+    scope: str = Field(description="the phase the op-type/layer/bound/idle rows describe")
+    steps: int = Field(description="steps in that phase")
+    span_us: float = Field(description="measured span of the whole profile (sum over phases)")
+    categories_heuristic: str
+    phases: list[PhaseBreakdown]
+    by_op_type: list[Row]
+    by_layer: list[Row]
+    by_bound: list[Row]
+    idle: Idle
+
+
+class WhatIfStep(_M):
+    kinds: list[str]
+    rules: list[str] = Field(description="rules switched on, cumulatively, for this step")
+    span_us: float
+    ttft_ms: float | None
+    decode_ms_per_token: float | None
+    saving_us: float
+    fired: dict[str, int]
+    notes: list[str]
+
+
+class WhatIf(_M):
+    method: Literal["resimulated", "device-model", "none"]
+    device: str | None
+    assumption: str
+    span_us: float
+    total_saving_us: float
+    span_after_us: float
+    saving_share: float
+    decode_ms_per_token_before: float | None
+    decode_ms_per_token_after: float | None
+    steps: list[WhatIfStep]
+
+
+class AnalysisReport(_M):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    schema_version: str = REPORT_SCHEMA_VERSION
+    source: Source
+    summary: str
+    has_unfused: bool = Field(description="unfused norm opportunities exist (`--fail-on-unfused` exits 1)")
+    findings: list[Finding]
+    breakdown: Breakdown
+    whatif: WhatIf
+    assumptions: list[str]
+    notes: list[str]
+    next_commands: list[str]
+    occurrences: pa.Table = Field(exclude=True, description="FINDINGS_SCHEMA: every occurrence, not in the JSON")

@@ -1,0 +1,217 @@
+"""What fusing the findings would save: re-simulated for runs of ours, device-model estimates for other profiles.
+
+Pure: returns a new findings table with `est_fused_ns` / `est_saving_ns` filled, and the WhatIf summary.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from atbprof.analyze.detect import first_tensor
+from atbprof.analyze.estimate import estimate
+from atbprof.analyze.patterns import OPPORTUNITY_KINDS
+from atbprof.analyze.report import WhatIf, WhatIfStep
+from atbprof.config.models import RunConfig
+from atbprof.fusion import load_rules
+
+RESIMULATED = (
+    "re-simulated the run's own config with the fusion rule(s) switched on one after another, in rule order "
+    "({rules}): exact within the simulator; each finding gets its rule's saving in proportion to its time"
+)
+DEVICE_MODEL = (
+    "each matched chain is replaced by the device model's estimate of the fused kernel from its shapes on {device} "
+    "({why}); the rest of the profile stays as measured; the idle time before the removed kernels (their launch "
+    "waits) goes with them, the wait before the first one stays; Norm+MatMul keeps the measured MatMul and adds the "
+    "model's cost of folding the norm into it (into the AddRmsNorm when an Add->Norm finding shares the norm, so no "
+    "norm is removed twice); chains without shapes assume the fused kernel costs as much as their longest kernel; "
+    "framework-level findings (host time of the aten calls) count only when no device-level one does"
+)
+
+
+def _with_estimates(findings: pa.Table, fused: np.ndarray, saving: np.ndarray) -> pa.Table:
+    out = findings.set_column(
+        findings.schema.get_field_index("est_fused_ns"),
+        "est_fused_ns",
+        pa.array(fused, pa.float64(), mask=np.isnan(fused)),
+    )
+    return out.set_column(
+        out.schema.get_field_index("est_saving_ns"),
+        "est_saving_ns",
+        pa.array(saving, pa.float64(), mask=np.isnan(saving)),
+    )
+
+
+def counted(findings: pa.Table) -> np.ndarray:
+    """Which rows count toward the total: device-level opportunities, or framework ones if there are none."""
+    kind = findings.column("kind").to_numpy(zero_copy_only=False)
+    level = findings.column("level").to_numpy(zero_copy_only=False)
+    opp = np.isin(kind, list(OPPORTUNITY_KINDS))
+    kernel = opp & (level == "kernel")
+    return kernel if kernel.any() else opp
+
+
+def whatif_resimulated(
+    findings: pa.Table, cfg: RunConfig, before: dict[str, object], span_us: float
+) -> tuple[pa.Table, WhatIf]:
+    """Runs of ours: `before` is run.json's summary (the measured run); one re-simulation per rule involved."""
+    from atbprof.run import summarize  # the simulator: only for runs of ours
+
+    rules_in_order = list(load_rules(cfg.fusion.rules_file).rules)
+    use = counted(findings) & (findings.column("level").to_numpy(zero_copy_only=False) == "kernel")
+    rule_col = np.array(findings.column("rule").to_pylist(), dtype=object)
+    wanted = [r for r in rules_in_order if r and (use & (rule_col == r)).any()]
+    n_dec = int(before.get("decode_steps", 0))  # type: ignore[call-overload]
+
+    def total_us(s: dict[str, object]) -> float:
+        return (float(s["ttft_ms"]) + float(s["decode_ms_per_token"]) * n_dec) * 1e3  # type: ignore[arg-type]
+
+    prev = total_us(before)
+    prev_phase = {"prefill": float(before["ttft_ms"]), "decode": float(before["decode_ms_per_token"]) * n_dec}  # type: ignore[arg-type]
+    phase_col = np.array(findings.column("phase").to_pylist(), dtype=object)
+    saving = np.full(findings.num_rows, np.nan)
+    saving[~use & ~np.isin(findings.column("kind").to_numpy(zero_copy_only=False), list(OPPORTUNITY_KINDS))] = 0.0
+    time = findings.column("time_ns").to_numpy().astype(float)
+    steps: list[WhatIfStep] = []
+    enabled: list[str] = list(cfg.fusion.enable)
+    after_tok = before.get("decode_ms_per_token")
+    for rule in wanted:
+        if rule not in enabled:
+            enabled.append(rule)
+        fusion = cfg.fusion.model_copy(
+            update={"enable": tuple(enabled), "disable": tuple(r for r in cfg.fusion.disable if r not in enabled)}
+        )
+        s = summarize(cfg.model_copy(update={"fusion": fusion})).model_dump()
+        now = total_us(s)
+        rows = use & (rule_col == rule)
+        saved = prev - now
+        now_phase = {"prefill": float(s["ttft_ms"]), "decode": float(s["decode_ms_per_token"]) * n_dec}
+        # the re-simulation says what each phase saved; within a phase, findings share it by their time
+        for ph in ("prefill", "decode"):
+            sel = rows & (phase_col == ph)
+            saving[sel] = (prev_phase[ph] - now_phase[ph]) * 1e6 * time[sel] / max(float(time[sel].sum()), 1.0)
+        rest = rows & ~np.isin(phase_col, ["prefill", "decode"])
+        saving[rest] = 0.0
+        prev_phase = now_phase
+        fired = {ph: int(v.get(rule, 0)) for ph, v in s["fusion_fired"].items()}
+        notes = [f"{why}" for r, why in s["fusion_disabled"].items() if r.startswith(rule)]
+        notes += [
+            f"{nm['count']} near-miss(es) in {nm['phase']}: {nm['reason']}"
+            for nm in s["near_misses"]
+            if nm["rule"] == rule
+        ]
+        kinds = sorted({str(k) for k in np.array(findings.column("kind").to_pylist(), dtype=object)[rows]})
+        steps.append(
+            WhatIfStep(
+                kinds=kinds,
+                rules=list(enabled),
+                span_us=round(now, 3),
+                ttft_ms=s["ttft_ms"],
+                decode_ms_per_token=s["decode_ms_per_token"],
+                saving_us=round(saved, 3),
+                fired=fired,
+                notes=notes,
+            )
+        )
+        prev, after_tok = now, s["decode_ms_per_token"]
+    total = total_us(before) - prev
+    result = WhatIf(
+        method="resimulated",
+        device=None,
+        assumption=RESIMULATED.format(rules=", ".join(wanted) or "none needed"),
+        span_us=round(span_us, 3),
+        total_saving_us=round(total, 3),
+        span_after_us=round(span_us - total, 3),
+        saving_share=round(total / span_us, 4) if span_us else 0.0,
+        decode_ms_per_token_before=before.get("decode_ms_per_token") if n_dec else None,  # type: ignore[arg-type]
+        decode_ms_per_token_after=after_tok if n_dec else None,  # type: ignore[arg-type]
+        steps=steps,
+    )
+    return _with_estimates(findings, np.full(findings.num_rows, np.nan), saving), result
+
+
+def _dtype(text: object) -> str:
+    return "bf16" if isinstance(text, str) and "BF16" in text.upper() else "fp16"
+
+
+def whatif_device_model(findings: pa.Table, device: str, why: str, span_us: float) -> tuple[pa.Table, WhatIf]:
+    """Profiles without a config to re-simulate: the device model prices each fused kernel from its shapes."""
+    k = findings.num_rows
+    cols = {c: findings.column(c).to_pylist() for c in ("kind", "level", "shape", "dtype", "out_width", "fused_as")}
+    kernel = findings.column("kernel_ns").to_numpy().astype(float)
+    inner = findings.column("inner_wait_ns").to_numpy().astype(float)
+    longest = findings.column("max_kernel_ns").to_numpy().astype(float)
+    last = findings.column("last_kernel_ns").to_numpy().astype(float)
+    fused = np.full(k, np.nan)
+    saving = np.zeros(k)
+    model_members = 0.0
+    measured_members = 0.0
+    # the norm an Add->Norm finding ends with, by op_index -> that finding's row (Norm->MatMul builds on it)
+    first_op = [ix[0] if ix else -1 for ix in findings.column("op_indices").to_pylist()]
+    add_norm_of: dict[int, int] = {}
+    for i, ix in enumerate(findings.column("op_indices").to_pylist()):
+        if cols["kind"][i] == "add_norm" and cols["level"][i] == "kernel":
+            add_norm_of[ix[-1]] = i
+    # rows in rule order: Norm->MatMul after Add->Norm, as the simulator applies add_norm before norm_matmul
+    for i in sorted(range(k), key=lambda r: cols["kind"][r] == "norm_matmul"):
+        kind = str(cols["kind"][i])
+        if kind not in OPPORTUNITY_KINDS:
+            continue
+        if cols["level"][i] == "framework":  # a fused call costs about its longest member; its others go
+            saving[i] = kernel[i] - longest[i] + inner[i]
+            continue
+        after_add = kind == "norm_matmul" and first_op[i] in add_norm_of
+        # Norm->MatMul: the norm is either the measured kernel, or the AddRmsNorm that Add->Norm left in its place
+        norm_part = fused[add_norm_of[first_op[i]]] if after_add else kernel[i] - last[i]
+        dims = first_tensor(cols["shape"][i])
+        if not dims or dims[-1] <= 0:  # no shapes: assume the fused kernel costs its longest member
+            if kind == "norm_matmul":
+                fused[i], saving[i] = last[i], norm_part + inner[i]
+            else:
+                fused[i], saving[i] = longest[i], kernel[i] + inner[i] - longest[i]
+            continue
+        hidden = dims[-1]
+        tokens = max(int(np.prod(dims)) // hidden, 1)
+        fused_as = str(cols["fused_as"][i])
+        est = estimate(
+            kind,
+            tokens,
+            hidden,
+            int(cols["out_width"][i] or 0),
+            _dtype(cols["dtype"][i]),
+            "LayerNorm" in fused_as,
+            after_add or "Add" in fused_as,
+            device,
+        )
+        if kind == "norm_matmul":
+            fused[i] = last[i] + est.fused_ns - est.matmul_ns  # the MatMul stays as measured
+            saving[i] = norm_part + inner[i] - (est.fused_ns - est.matmul_ns)
+        else:
+            fused[i] = est.fused_ns
+            saving[i] = kernel[i] + inner[i] - est.fused_ns
+        if not after_add:
+            model_members += est.members_ns
+            measured_members += kernel[i]
+    use = counted(findings)
+    total = float(saving[use].sum()) / 1e3
+    assumption = DEVICE_MODEL.format(device=device, why=why)
+    if model_members and measured_members:
+        ratio = model_members / measured_members
+        assumption += (
+            f"; the model prices the replaced kernels at {ratio:.0%} of their measured time, so the estimate "
+            "inherits that calibration gap"
+        )
+    result = WhatIf(
+        method="device-model" if k else "none",
+        device=device,
+        assumption=assumption,
+        span_us=round(span_us, 3),
+        total_saving_us=round(total, 3),
+        span_after_us=round(span_us - total, 3),
+        saving_share=round(total / span_us, 4) if span_us else 0.0,
+        decode_ms_per_token_before=None,
+        decode_ms_per_token_after=None,
+        steps=[],
+    )
+    saving[~np.isin(np.array(cols["kind"], dtype=object), list(OPPORTUNITY_KINDS))] = 0.0
+    return _with_estimates(findings, fused, saving), result

@@ -1,0 +1,165 @@
+"""`load_profile(path)`: tell what an input is from its content and hand it to its importer.
+
+Directories by layout (ops.parquet; ASCEND_PROFILER_OUTPUT; mindstudio_profiler_output / device_<n>/summary);
+files by their bytes, never by their name: gzip and Parquet by magic bytes, JSON by its first character (then
+Ascend vs Kineto by the process_name metadata inside), CSV by its header line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from atbprof.errors import InputError
+from atbprof.importers.ascend_dirs import is_ascend_pt, is_msprof_dir, load_ascend_pt, load_msprof_dir
+from atbprof.importers.ascend_json import is_ascend_trace, read_ascend_trace
+from atbprof.importers.assemble import assemble
+from atbprof.importers.base import Profile
+from atbprof.importers.csv_tables import classify, header_of, read_op_table
+from atbprof.importers.guard import importer
+from atbprof.importers.kineto import read_kineto
+from atbprof.importers.ours import is_run_dir, load_run
+from atbprof.importers.trace_events import TraceEvents, load_trace
+from atbprof.optable.schema import read_ops
+
+try:  # isal (a dependency) inflates ~1.4x faster than zlib
+    from isal import igzip as gzip
+except ImportError:  # pragma: no cover
+    import gzip  # type: ignore[no-redef]
+
+ACCEPTED = """atbprof reads:
+  - a run directory of `atbprof run` (ops.parquet, steps.parquet, run.json)
+  - a torch_npu profile directory (*_ascend_pt: ASCEND_PROFILER_OUTPUT/kernel_details.csv, trace_view.json)
+  - a native msprof directory (PROF_*: mindstudio_profiler_output/op_summary_*.csv, msprof_*.json)
+  - an op table: kernel_details.csv (torch_npu) or op_summary_*.csv (msprof), any CANN version / profiler level
+  - an Ascend timeline: trace_view.json (torch_npu) or msprof_*.json (msprof)
+  - a Kineto / torch.profiler trace (*.pt.trace.json, .json.gz)"""
+_GZIP = b"\x1f\x8b"
+_PARQUET = b"PAR1"
+_HEAD = 1 << 16
+
+
+@importer
+def load_profile(path: Path) -> Profile:
+    """The profile at `path` (a file or a directory). Raises InputError naming the file and the problem."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory\n{ACCEPTED}")
+    return _load_dir(path) if path.is_dir() else _load_file(path)
+
+
+@importer
+def load_op_table(path: Path) -> Profile:
+    """A kernel_details.csv / op_summary_*.csv (gzip allowed)."""
+    head, data = _read_head(path)
+    return _load_csv(path, head, data)
+
+
+@importer
+def load_timeline(path: Path) -> Profile:
+    """An Ascend trace_view.json / msprof_*.json (gzip allowed)."""
+    trace = load_trace(path, _read_all(path))
+    if not is_ascend_trace(trace):
+        raise InputError(f"{path}: a trace without the Ascend Hardware / CANN layers: not an Ascend timeline")
+    return _ascend_profile(path, trace)
+
+
+@importer
+def load_kineto(path: Path) -> Profile:
+    """A Kineto / torch.profiler trace (gzip allowed)."""
+    return _kineto_profile(path, load_trace(path, _read_all(path)))
+
+
+def _load_dir(path: Path) -> Profile:
+    if is_run_dir(path):
+        return load_run(path)
+    if is_ascend_pt(path):
+        return load_ascend_pt(path)
+    if is_msprof_dir(path):
+        return load_msprof_dir(path)
+    inside = sorted(
+        p.name for p in path.iterdir() if p.is_dir() and (is_run_dir(p) or is_ascend_pt(p) or is_msprof_dir(p))
+    )
+    if inside:
+        shown = ", ".join(inside[:8]) + (", ..." if len(inside) > 8 else "")
+        raise InputError(f"{path}: holds {len(inside)} profiles ({shown}); pass one of them")
+    raise InputError(f"{path}: a directory with no profile in it\n{ACCEPTED}")
+
+
+def _read_head(path: Path) -> tuple[bytes, bytes | None]:
+    """The first bytes (decompressed if gzip) and, for gzip, all of the content."""
+    with open(path, "rb") as fh:
+        head = fh.read(_HEAD)
+    if not head:
+        raise InputError(f"{path}: empty file\n{ACCEPTED}")
+    if not head.startswith(_GZIP):
+        return head, None
+    data = _gunzip(path)
+    if not data:
+        raise InputError(f"{path}: an empty gzip file")
+    return data[:_HEAD], data
+
+
+def _read_all(path: Path) -> bytes:
+    _, data = _read_head(path)
+    return data if data is not None else path.read_bytes()
+
+
+def _load_file(path: Path) -> Profile:
+    head, data = _read_head(path)
+    if head.startswith(_PARQUET):
+        ops = read_ops(path)
+        return Profile("atbprof-run", str(path), ops, meta={"origin_ns": 0})
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputError(f"{path}: UTF-16 text; Ascend and PyTorch tools write UTF-8 - convert the file to UTF-8")
+    if b"\x00" in head:
+        raise InputError(f"{path}: binary data, not a profile (no CSV or JSON text)\n{ACCEPTED}")
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"[", b"{"):
+        trace = load_trace(path, data if data is not None else path.read_bytes())
+        return _ascend_profile(path, trace) if is_ascend_trace(trace) else _kineto_profile(path, trace)
+    return _load_csv(path, head, data)
+
+
+def _gunzip(path: Path) -> bytes:
+    try:
+        return gzip.decompress(path.read_bytes())
+    except (EOFError, OSError, ValueError) as err:  # truncated or damaged (BadGzipFile is an OSError)
+        raise InputError(f"{path}: a damaged or truncated gzip file ({err}); copy or export it again") from None
+
+
+def _ascend_profile(path: Path, trace: TraceEvents) -> Profile:
+    ascend = read_ascend_trace(trace)
+    if ascend.ops.rows == 0 and ascend.framework is None:
+        raise InputError(f"{path}: an Ascend timeline with no device tasks and no framework ops")
+    return assemble(
+        "trace_view",
+        str(path),
+        ascend.ops,
+        framework=ascend.framework,
+        profiler_steps=ascend.steps,
+        first_event_ns=ascend.first_event_ns,
+        meta={**ascend.meta, "trace_files": [str(path)]},
+    )
+
+
+def _kineto_profile(path: Path, trace: TraceEvents) -> Profile:
+    ops, framework, steps, first, meta = read_kineto(trace)
+    if ops.rows == 0 and len(framework.index) == 0:
+        raise InputError(
+            f"{path}: a Chrome trace without GPU kernels (cat kernel) or framework ops (cat cpu_op): not a "
+            f"torch.profiler / Kineto trace atbprof can use\n{ACCEPTED}"
+        )
+    return assemble(
+        "kineto", str(path), ops, framework=framework, profiler_steps=steps, first_event_ns=first, meta=meta
+    )
+
+
+def _load_csv(path: Path, head: bytes, data: bytes | None) -> Profile:
+    if b"\x00" in head:
+        raise InputError(f"{path}: binary data, not a CSV table")
+    header = header_of(path, head)
+    variant = classify(path, header)
+    if variant is None:
+        shown = ", ".join(header[:6]) + (", ..." if len(header) > 6 else "")
+        raise InputError(f"{path}: not a profile atbprof knows (first line: {shown})\n{ACCEPTED}")
+    ops, meta = read_op_table(path, data, variant, header)
+    meta["table_files"] = [str(path)]
+    return assemble(variant.kind, str(path), ops, meta=meta)

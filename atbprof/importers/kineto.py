@@ -1,0 +1,159 @@
+"""Kineto / torch.profiler traces (`*.pt.trace.json[.gz]`, HTA's inputs; docs/perfetto_and_traces.md §5).
+
+  kernel (old schema: Kernel)              GPU kernels -> op rows: op type from the kernel name (optypes.py),
+                                           task_type "GPU", stream from args.stream
+  cpu_op (old schema: Operator)            framework ops -> framework table (Input Dims -> input_shapes)
+  user_annotation / cpu_op ProfilerStep#N  step frames; a kernel's step is the one its launch falls in
+  cuda_runtime / cuda_driver (Runtime)     the launch of a kernel, matched by args.correlation -> host_launch_*
+gpu_memcpy / gpu_memset and other device categories are not kernels and stay out of the op table. A CPU-only trace
+has an empty op table and a full framework table. Times: `ts` is µs since `baseTimeNanoseconds` when the trace has
+one (new schema), else epoch µs; `ts` digits are kept exactly (see trace_events.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from atbprof.importers.ascend_json import PROFILER_STEP
+from atbprof.importers.assemble import RawFramework, RawOps, RawSteps
+from atbprof.importers.optypes import derive_types, gpu_op_type
+from atbprof.importers.trace_events import TraceEvents, dims_texts, int_arg, text_of
+
+KERNEL_CATS = frozenset({"kernel", "Kernel"})
+CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
+STEP_CATS = frozenset({"user_annotation", "cpu_op", "Operator"})  # not gpu_user_annotation: the device copy
+LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
+_INT32_MAX = 2**31 - 1
+
+
+def read_kineto(trace: TraceEvents) -> tuple[RawOps, RawFramework, RawSteps | None, int | None, dict[str, object]]:
+    """(ops, framework, ProfilerStep frames, first event, meta), absolute ns."""
+    top = trace.top or {}
+    base = top.get("baseTimeNanoseconds")
+    base_ns = base if isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 2**62 else 0
+    if base_ns and len(trace.ts_ns) and int(np.abs(trace.ts_ns).max()) > 2**61:
+        i = int(np.argmax(np.abs(trace.ts_ns)))
+        raise trace.fail(i, "'ts' is too large to be µs since baseTimeNanoseconds")
+    ts = trace.ts_ns + base_ns
+    complete = trace.where("ph", ("X",))
+    kernels = np.flatnonzero(complete & trace.where("cat", KERNEL_CATS)).tolist()
+    launches = np.flatnonzero(complete & trace.where("cat", LAUNCH_CATS)).tolist()
+    is_step = complete & trace.where("cat", STEP_CATS)
+    is_step &= pc.fill_null(pc.starts_with(trace.text("name"), "ProfilerStep#"), False).to_numpy(zero_copy_only=False)
+    steps: list[tuple[int, int]] = []
+    for i in np.flatnonzero(is_step).tolist():
+        match = PROFILER_STEP.match(trace.name[i])
+        if match:
+            steps.append((i, int(match.group(1))))
+        else:
+            is_step[i] = False
+    cpu_ops = np.flatnonzero(complete & trace.where("cat", CPU_OP_CATS) & ~is_step).tolist()
+    for i in (*kernels, *cpu_ops, *(s for s, _ in steps)):
+        if not (trace.has_ts[i] and trace.has_dur[i]):
+            raise trace.fail(i, "a complete ('X') event needs a 'ts' and a 'dur'")
+    ops = _ops(trace, kernels, ts, _launches_by_correlation(trace, launches, ts))
+    framework = RawFramework(
+        index=np.array(cpu_ops, np.int64),
+        name=[text_of(trace.name[i]) for i in cpu_ops],
+        start_ns=ts[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
+        dur_ns=trace.dur_ns[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
+        pid=[trace.pid[i] for i in cpu_ops],
+        tid=[trace.tid[i] for i in cpu_ops],
+        input_shapes=dims_texts(
+            [a.get("Input Dims") if isinstance(a := trace.args[i], dict) else None for i in cpu_ops]
+        ),
+    )
+    frames = None
+    if steps:
+        idx = [i for i, _ in steps]
+        frames = RawSteps(np.array([n for _, n in steps], np.int64), ts[idx], np.maximum(trace.dur_ns[idx], 0))
+    timed = trace.timed
+    first = int(ts[timed].min()) if timed.any() else None
+    meta: dict[str, object] = {
+        "events": trace.count,
+        "kernel_events": len(kernels),
+        "cpu_op_events": len(cpu_ops),
+        "profiler_steps": len(steps),
+    }
+    for key in ("schemaVersion", "displayTimeUnit", "baseTimeNanoseconds", "distributedInfo", "traceName"):
+        if key in top:
+            meta[key] = top[key]
+    devices = top.get("deviceProperties")
+    if isinstance(devices, list):
+        meta["devices"] = [d.get("name") for d in devices if isinstance(d, dict)]
+    return ops, framework, frames, first, meta
+
+
+def _correlations(trace: TraceEvents, rows: list[int]) -> np.ndarray:
+    """args.correlation per row as int64 (-1: none); numbers, or digits as text in the old schema."""
+    values = [a.get("correlation") if type(a := trace.args[i]) is dict else None for i in rows]
+    try:
+        arr = pa.array(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        arr = pa.array([int_arg({"c": v}, "c") for v in values], pa.int64())
+    return np.array(pc.fill_null(arr, -1).to_numpy(zero_copy_only=False), np.int64)
+
+
+def _launches_by_correlation(trace: TraceEvents, launches: list[int], ts: np.ndarray) -> Launches:
+    """The runtime launches sorted by correlation id (the last one wins on duplicates)."""
+    corr = _correlations(trace, launches)
+    keep = corr >= 0
+    rows = np.array(launches, np.int64)[keep]
+    corr = corr[keep]
+    order = np.argsort(corr, kind="stable")
+    corr, rows = corr[order], rows[order]
+    last = np.append(corr[1:] != corr[:-1], True) if len(corr) else np.zeros(0, bool)
+    corr, rows = corr[last], rows[last]
+    return Launches(corr, ts[rows], np.maximum(trace.dur_ns[rows], 0))
+
+
+@dataclass(frozen=True)
+class Launches:
+    correlation: np.ndarray  # sorted, unique
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+
+    def of(self, correlation: np.ndarray) -> np.ndarray:
+        """Row of the launch with each correlation id, -1 if none."""
+        if len(self.correlation) == 0:
+            return np.full(len(correlation), -1, np.int64)
+        at = np.clip(np.searchsorted(self.correlation, correlation), 0, len(self.correlation) - 1)
+        return np.where((self.correlation[at] == correlation) & (correlation >= 0), at, -1)
+
+
+def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launches) -> RawOps:
+    if not kernels:
+        return RawOps.empty()
+    args = [trace.args[i] for i in kernels]
+    names = pa.array([text_of(trace.name[i]) for i in kernels], pa.string())
+    launch = launches.of(_correlations(trace, kernels))
+    found = launch >= 0
+    none = np.zeros(len(kernels), np.int64)
+    host_start = launches.start_ns[np.clip(launch, 0, None)] if found.any() else none
+    host_dur = launches.dur_ns[np.clip(launch, 0, None)] if found.any() else none
+    start = ts[kernels]
+    cols: dict[str, pa.Array] = {
+        "op_name": names,
+        "op_type": derive_types(names, gpu_op_type),
+        "task_type": pa.array(["GPU"] * len(kernels), pa.string()),
+        "stream_id": pa.array([_stream(a, trace.tid[i]) for a, i in zip(args, kernels, strict=True)], pa.int64()),
+        "task_start_ns": pa.array(start, pa.int64()),
+        "task_dur_ns": pa.array(np.maximum(trace.dur_ns[kernels], 0), pa.int64()),
+        "host_launch_start_ns": pa.array(host_start, pa.int64(), mask=~found),
+        "host_launch_dur_ns": pa.array(host_dur, pa.int64(), mask=~found),
+    }
+    return RawOps(cols, np.where(found, host_start, start))
+
+
+def _stream(args: Any, tid: Any) -> int | None:
+    stream = int_arg(args, "stream")
+    if stream is None and isinstance(tid, str) and tid.startswith("stream "):  # old schema: tid "stream 7"
+        stream = int_arg({"s": tid[7:]}, "s")
+    if stream is None and isinstance(tid, int) and not isinstance(tid, bool):
+        stream = tid
+    return stream if stream is not None and 0 <= stream <= _INT32_MAX else None

@@ -1,0 +1,243 @@
+"""`atbprof analyze` output: a rich terminal report and its Markdown and JSON twins (the same content).
+
+Both text forms are rendered from one list of sections (a line of text or a table of strings), so they can not
+drift apart: summary line first, then the findings, the breakdown tables, the what-if, assumptions and notes, and
+the next command.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from atbprof.analyze.report import AnalysisReport, Row
+
+_KIND = {
+    "decomposed_rmsnorm": "decomposed RMSNorm",
+    "decomposed_layernorm": "decomposed LayerNorm",
+    "add_norm": "Add -> Norm",
+    "norm_matmul": "Norm -> MatMul",
+    "fused_norm": "already fused",
+}
+
+
+@dataclass
+class Section:
+    title: str
+    headers: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # plain text (no table)
+    numeric: set[int] = field(default_factory=set)  # right-aligned columns
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:,.3f}"
+
+
+def _share(x: float) -> str:
+    return f"{x:.1%}"
+
+
+def _row_table(title: str, rows: list[Row], per: str) -> Section:
+    sec = Section(title, ["", "count", "device ms", "charged ms", per, "share"], numeric={1, 2, 3, 4, 5})
+    for r in rows:
+        sec.rows.append(
+            [r.name, f"{r.count:,}", _ms(r.device_us), _ms(r.charged_us), f"{r.per_step_ms:.3f}", _share(r.share)]
+        )
+    return sec
+
+
+def sections(report: AnalysisReport) -> list[Section]:
+    b, w = report.breakdown, report.whatif
+    per = "ms/token" if b.scope == "decode" else "ms/step"
+    out = [Section("summary", lines=[report.summary])]
+    src = report.source
+    out.append(
+        Section(
+            "source",
+            lines=[
+                f"{src.path} ({src.kind}): {src.ops:,} device ops"
+                + (f", {src.framework_ops:,} framework ops" if src.framework_ops else "")
+                + f", {src.steps} step(s), streams {', '.join(map(str, src.streams)) or '-'}; patterns: {src.patterns}"
+            ],
+        )
+    )
+    fnd = Section(
+        "findings",
+        [
+            "kind",
+            "level",
+            "count",
+            "per step",
+            "fused as",
+            "time ms",
+            "wait ms",
+            "est. saving ms",
+            "example",
+            "evidence",
+        ],
+        numeric={2, 3, 5, 6, 7},
+    )
+    for f in report.findings:
+        scope = f.by_phase.get(b.scope) or next(iter(f.by_phase.values()))
+        ex = f.examples[0] if f.examples else None
+        where = ""
+        if ex is not None:
+            loc = [
+                f"step {ex.step}" if ex.step is not None else "",
+                f"layer {ex.layer}" if ex.layer is not None else "",
+                f"stream {ex.stream_id}" if ex.stream_id is not None else "",
+            ]
+            ops = f"ops {ex.op_indices[0]}-{ex.op_indices[-1]}" if len(ex.op_indices) > 1 else f"op {ex.op_indices[0]}"
+            where = " ".join(x for x in loc if x) + f" {ops} @ {ex.start_us / 1e3:.3f} ms: " + " ".join(ex.op_types)
+        fnd.rows.append(
+            [
+                _KIND[f.kind],
+                f.level,
+                f"{f.count:,}",
+                f"{scope.per_step:g}",
+                f.fused_as,
+                _ms(f.time_us),
+                _ms(f.wait_us),
+                _ms(f.est_saving_us) if f.opportunity else "-",
+                where,
+                f.evidence,
+            ]
+        )
+    if not report.findings:
+        fnd.lines.append("no norms found (neither unfused nor fused)")
+    out.append(fnd)
+    ph = Section(
+        "phases (measured span; TTFT = prefill per step)",
+        [
+            "phase",
+            "steps",
+            "ms/step",
+            "attention",
+            "ffn",
+            "other",
+            "communication",
+            "norm-related",
+            "norm kernel / launch",
+        ],
+        numeric=set(range(1, 9)),
+    )
+    for p in b.phases:
+        cats = {r.name: r for r in p.categories}
+        ph.rows.append(
+            [
+                p.phase,
+                str(p.steps),
+                f"{p.per_step_ms:.3f}",
+                *[
+                    f"{cats[c].per_step_ms:.3f} ({_share(cats[c].share)})" if c in cats else "-"
+                    for c in ("attention", "ffn", "other", "communication")
+                ],
+                f"{p.norm.per_step_ms:.3f} ({_share(p.norm.span_share)})",
+                f"{_share(p.norm.kernel_share)} / {_share(p.norm.launch_share)}",
+            ]
+        )
+    ph.lines.append(f"categories: {b.categories_heuristic}")
+    norm = next((p.norm for p in b.phases if p.phase == b.scope), None)
+    if norm is not None:
+        ph.lines.append(
+            f"norm-related ({b.scope}): {norm.ops:,} ops, {_ms(norm.total_us)} ms = {_ms(norm.kernel_us)} kernel "
+            f"+ {_ms(norm.launch_us)} {norm.launch_source}"
+        )
+    out.append(ph)
+    out.append(_row_table(f"op types ({b.scope})", b.by_op_type, per))
+    if b.by_layer:
+        out.append(_row_table(f"layers ({b.scope})", b.by_layer, per))
+    out.append(_row_table(f"bound ({b.scope})", b.by_bound, per))
+    idle = Section(
+        f"idle ({b.scope}): host-dispatch wait, by the op waited for",
+        ["op waited for", "gaps", "wait ms", per, "share"],
+        numeric={1, 2, 3, 4},
+    )
+    for r in b.idle.waited_for:
+        idle.rows.append([r.name, f"{r.count:,}", _ms(r.charged_us), f"{r.per_step_ms:.3f}", _share(r.share)])
+    idle.lines = [
+        f"host-dispatch wait {_ms(b.idle.host_wait_us)} ms, other gaps {_ms(b.idle.other_gap_us)} ms, step lead-in "
+        f"and sync {_ms(b.idle.frame_us)} ms ({b.idle.classified_by})"
+    ]
+    out.append(idle)
+    wi = Section(
+        "what-if", ["after", "rules on", "span ms", "TTFT ms", "ms/token", "saved ms", "notes"], numeric={2, 3, 4, 5}
+    )
+    wi.lines.append(
+        f"{w.method}: {_ms(w.span_us)} ms -> {_ms(w.span_after_us)} ms, saving {_ms(w.total_saving_us)} ms "
+        f"({_share(w.saving_share)})"
+        + (
+            f"; decode {w.decode_ms_per_token_before:.3f} -> {w.decode_ms_per_token_after:.3f} ms/token"
+            if w.decode_ms_per_token_before is not None and w.decode_ms_per_token_after is not None
+            else ""
+        )
+    )
+    for s in w.steps:
+        wi.rows.append(
+            [
+                ", ".join(s.kinds),
+                ", ".join(s.rules),
+                _ms(s.span_us),
+                "-" if s.ttft_ms is None else f"{s.ttft_ms:.3f}",
+                "-" if s.decode_ms_per_token is None else f"{s.decode_ms_per_token:.3f}",
+                _ms(s.saving_us),
+                "; ".join(s.notes),
+            ]
+        )
+    out.append(wi)
+    out.append(Section("assumptions", lines=[f"- {a}" for a in report.assumptions]))
+    if report.notes:
+        out.append(Section("notes", lines=[f"- {n}" for n in report.notes]))
+    out.append(Section("next", lines=list(report.next_commands)))
+    return out
+
+
+def render_analysis(report: AnalysisReport, console: Console) -> None:
+    for sec in sections(report):
+        if sec.title == "summary":
+            console.print(f"[bold]{escape(sec.lines[0])}[/bold]")
+            continue
+        if sec.title == "next":
+            for line in sec.lines:
+                console.print(f"next: {escape(line)}")
+            continue
+        if sec.rows:
+            table = Table(title=sec.title, title_justify="left")
+            for i, h in enumerate(sec.headers):
+                table.add_column(h, justify="right" if i in sec.numeric else "left", overflow="fold")
+            for row in sec.rows:
+                table.add_row(*(escape(c) for c in row))
+            console.print(table)
+        elif sec.headers or sec.title not in ("source",):
+            console.print(f"[bold]{escape(sec.title)}[/bold]")
+        for line in sec.lines:
+            console.print(escape(line))
+
+
+def analysis_markdown(report: AnalysisReport) -> str:
+    out: list[str] = []
+    for sec in sections(report):
+        if sec.title == "summary":
+            out += ["# atbprof analyze", "", f"**{sec.lines[0]}**", ""]
+            continue
+        out += [f"## {sec.title}", ""]
+        if sec.rows:
+            out.append("| " + " | ".join(sec.headers) + " |")
+            out.append("|" + "|".join("---:" if i in sec.numeric else "---" for i in range(len(sec.headers))) + "|")
+            out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in sec.rows]
+            out.append("")
+        if sec.title == "next":
+            out += ["```", *sec.lines, "```", ""]
+        elif sec.lines:
+            out += [*sec.lines, ""]
+    return "\n".join(out)
+
+
+def analysis_json(report: AnalysisReport) -> dict[str, Any]:
+    """The documented JSON contract (see atbprof/analyze/report.py)."""
+    return report.model_dump(mode="json")

@@ -1,0 +1,183 @@
+"""The analyzer on runs of ours: findings against the run's own graph, attribution against run.json, what-if
+against re-simulation."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+import pyarrow.compute as pc
+import pytest
+
+from atbprof.analyze import AnalysisReport, analyze
+from atbprof.analyze.graph_edges import run_config
+from atbprof.graph.nodes import Graph
+from atbprof.importers.base import Profile
+from atbprof.run import summarize
+from atbprof.sim.simulate import Simulation
+
+NORMS = {"RmsNorm", "LayerNormV3", "AddRmsNorm", "AddLayerNorm"}
+Runs = Callable[..., Profile]
+
+
+def kinds(report: AnalysisReport, phase: str = "decode") -> dict[str, float]:
+    """kind -> occurrences per step of `phase` (kernel level)."""
+    return {f.kind: f.by_phase[phase].per_step for f in report.findings if f.level == "kernel" and phase in f.by_phase}
+
+
+def graph_pairs(graph: Graph) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+    """(Add -> Norm data edges, Norm -> its only reader, a MatMul) as (producer, consumer) graph positions."""
+    pos = {n.id: i for i, n in enumerate(graph.nodes)}
+    by_id = graph.by_id()
+    readers = graph.consumers()
+    add_norm = {
+        (pos[e.producer], pos[n.id])
+        for n in graph.nodes
+        if n.op_type in NORMS
+        for e in n.inputs
+        if e.producer in by_id and by_id[e.producer].op_type == "Add"
+    }
+    norm_mm = {
+        (pos[n.id], pos[readers[n.id][0]])
+        for n in graph.nodes
+        if n.op_type in NORMS and len(readers[n.id]) == 1 and by_id[readers[n.id][0]].op_type == "MatMulV2"
+    }
+    return add_norm, norm_mm
+
+
+def found_pairs(report: AnalysisReport, profile: Profile, kind: str, step: int) -> set[tuple[int, int]]:
+    """The (first, last) member of each `kind` finding of one step, as graph positions (node_id)."""
+    node = profile.ops.column("node_id").to_pylist()
+    occ = report.occurrences
+    occ = occ.filter(pc.and_(pc.equal(occ.column("kind"), kind), pc.equal(occ.column("step"), step)))
+    return {(node[ix[0]], node[ix[-1]]) for ix in occ.column("op_indices").to_pylist()}
+
+
+def test_unfused_7b_has_65_decomposed_rmsnorm_chains_per_token(runs: Runs) -> None:
+    profile = runs("seed000-baseline.yaml", "workload.decode_tokens=2", "fusion=none")
+    report = analyze(profile)
+    assert kinds(report) == {"decomposed_rmsnorm": 65}
+    assert kinds(report, "prefill") == {"decomposed_rmsnorm": 65}
+    chain = report.findings[0].examples[0].op_types
+    assert chain == ["Cast", "Pows", "ReduceMean", "Add", "Rsqrt", "Mul", "Cast", "Mul"]
+    roles = Counter(report.occurrences.column("role").to_pylist())
+    assert roles == {"attn.norm": 32 * 3, "ffn.norm": 32 * 3, "head.norm": 3}
+    assert report.has_unfused
+
+
+def test_baseline_finds_every_add_norm_and_norm_matmul_edge_of_its_graph(runs: Runs) -> None:
+    profile = runs("seed000-baseline.yaml")
+    cfg = run_config(profile.meta)
+    assert cfg is not None
+    sim = Simulation(cfg)
+    report = analyze(profile, whatif=False)
+    assert report.source.has_graph
+    for phase, step in (("prefill", 0), ("decode", 1), ("decode", 128)):
+        add_norm, norm_mm = graph_pairs(sim.phases[phase].graph)
+        assert len(add_norm) == 63 and len(norm_mm) == 65  # 2 per layer; the first norm reads the embedding
+        assert found_pairs(report, profile, "add_norm", step) == add_norm
+        assert found_pairs(report, profile, "norm_matmul", step) == norm_mm
+    assert kinds(report) == {"add_norm": 63, "norm_matmul": 65, "fused_norm": 65}
+
+
+def test_norm_read_by_three_matmuls_is_no_norm_matmul_opportunity(runs: Runs) -> None:
+    # without the QKV merge the attention norm feeds the Q, K and V projections: one fused Norm+MatMul can not
+    # replace it (the simulator's rule records a near-miss), so only FFN and final norms are opportunities
+    profile = runs("seed000-baseline.yaml", "workload.decode_tokens=2", "fusion.disable=[qkv_merge]")
+    report = analyze(profile)
+    assert kinds(report)["norm_matmul"] == 33
+    occ = report.occurrences
+    roles = Counter(occ.filter(pc.equal(occ.column("kind"), "norm_matmul")).column("role").to_pylist())
+    assert roles == {"ffn.norm": 32 * 3, "head.norm": 3}
+
+
+def test_lnfused_has_no_opportunities_and_reports_its_fused_norms(runs: Runs) -> None:
+    report = analyze(runs("seed000-lnfused.yaml"))
+    assert not report.has_unfused
+    assert [f.kind for f in report.findings] == ["fused_norm", "fused_norm"]
+    fused = {f.fused_as: f.by_phase["decode"].per_step for f in report.findings}
+    assert fused == {"FusedAddRmsNormMatMul": 63, "FusedRmsNormMatMul": 2}
+    assert report.whatif.total_saving_us == 0
+    assert "no unfused norms" in report.summary
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        ("seed000-baseline.yaml",),
+        ("seed000-lnfused.yaml",),
+        ("seed000-baseline.yaml", "workload.decode_tokens=2", "fusion=none"),
+        ("tiny-gpt.yaml", "fusion=none"),
+    ],
+)
+def test_attribution_equals_the_simulators_own_summary(runs: Runs, config: tuple[str, ...]) -> None:
+    profile = runs(*config)
+    summary = profile.meta["summary"]
+    assert isinstance(summary, dict)
+    b = analyze(profile, whatif=False).breakdown
+    phases = {p.phase: p for p in b.phases}
+    decode, prefill = phases["decode"], phases["prefill"]
+    assert decode.per_step_ms == pytest.approx(summary["decode_ms_per_token"], abs=1e-4)
+    assert prefill.per_step_ms == pytest.approx(summary["ttft_ms"], abs=1e-4)
+    for got, want in ((decode, summary["breakdown_ms_per_token"]), (prefill, summary["ttft_breakdown_ms"])):
+        assert {r.name: r.per_step_ms for r in got.categories} == pytest.approx(want, abs=2e-4)
+    assert decode.norm.per_step_ms == pytest.approx(summary["norm_ms_per_token"], abs=2e-4)
+    assert decode.norm.kernel_us / 1e3 / decode.steps == pytest.approx(summary["norm_kernel_ms_per_token"], abs=2e-4)
+    assert decode.norm.launch_us / 1e3 / decode.steps == pytest.approx(summary["norm_launch_ms_per_token"], abs=2e-4)
+    bounds = {r.name: r.per_step_ms for r in b.by_bound}
+    assert bounds == pytest.approx({k: v for k, v in summary["bound_ms_per_token"].items() if v}, abs=2e-4)
+    # every row set adds up to 100 % of the measured span
+    for p in b.phases:
+        assert sum(r.charged_us for r in p.categories) == pytest.approx(p.span_us, rel=1e-9, abs=0.01)
+    assert sum(p.span_us for p in b.phases) == pytest.approx(b.span_us, abs=0.01)
+    scope = phases[b.scope]
+    assert sum(r.charged_us for r in b.by_op_type) == pytest.approx(scope.span_us - b.idle.frame_us, abs=0.05)
+    assert sum(r.charged_us for r in b.by_layer) == pytest.approx(scope.span_us - b.idle.frame_us, abs=0.05)
+
+
+def test_tiny_gpt_unfused_layernorm_is_a_decomposed_layernorm(runs: Runs) -> None:
+    report = analyze(runs("tiny-gpt.yaml", "fusion=none"), whatif=False)
+    found = kinds(report)
+    assert set(found) == {"decomposed_layernorm"}  # its RMSNorm-like tail is not counted a second time
+    example = report.findings[0].examples[0].op_types
+    assert example == ["Cast", "ReduceMean", "Sub", "Pows", "ReduceMean", "Add", "Rsqrt", "Mul", "Cast", "Mul", "Add"]
+
+
+def test_whatif_is_the_re_simulation_with_the_rules_on(runs: Runs) -> None:
+    profile = runs("seed000-baseline.yaml")
+    report = analyze(profile)
+    w = report.whatif
+    assert w.method == "resimulated"
+    assert [s.rules for s in w.steps] == [["add_norm"], ["add_norm", "norm_matmul"]]
+    cfg = run_config(profile.meta)
+    assert cfg is not None
+    fused = summarize(
+        cfg.model_copy(update={"fusion": cfg.fusion.model_copy(update={"enable": ("add_norm", "norm_matmul")})})
+    )
+    assert w.decode_ms_per_token_after == fused.decode_ms_per_token
+    lnfused = runs("seed000-lnfused.yaml").meta["summary"]
+    assert isinstance(lnfused, dict)
+    assert w.decode_ms_per_token_after == lnfused["decode_ms_per_token"]  # seed 000's fused column
+    opportunities = sum(f.est_saving_us for f in report.findings if f.opportunity)
+    assert opportunities == pytest.approx(w.total_saving_us, rel=1e-6)
+    assert w.total_saving_us == pytest.approx(w.span_us - w.span_after_us)
+    assert 0.13 < w.saving_share < 0.16  # seed 000: ~15 %
+
+
+def test_whatif_of_the_unfused_run_enables_the_norm_kernel_rule(runs: Runs) -> None:
+    profile = runs("seed000-baseline.yaml", "workload.decode_tokens=2", "fusion=none")
+    w = analyze(profile).whatif
+    cfg = run_config(profile.meta)
+    assert cfg is not None
+    want = summarize(cfg.model_copy(update={"fusion": cfg.fusion.model_copy(update={"enable": ("norm_kernel",)})}))
+    assert [s.rules for s in w.steps] == [["norm_kernel"]]
+    assert w.decode_ms_per_token_after == want.decode_ms_per_token
+    assert w.steps[0].fired == {"prefill": 65, "decode": 65}
+
+
+def test_analyze_does_not_modify_its_input_or_print(runs: Runs, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = runs("seed000-baseline.yaml", "workload.decode_tokens=2", "fusion=none")
+    before = profile.ops.slice(0)
+    analyze(profile)
+    assert profile.ops.equals(before)
+    assert capsys.readouterr() == ("", "")

@@ -1,0 +1,87 @@
+"""The analyzer on real Ascend profiles (anchors/ascend_samples): no roles, no data edges, no host launch records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from atbprof.analyze import AnalysisReport, analyze
+from atbprof.analyze.estimate import device_for
+from atbprof.importers.base import Profile
+from tests.analyze.conftest import CNN, GPT_LAYERNORM, QWEN3, need, sample_loaders
+
+Loader = Callable[[Path], Profile]
+LOADERS = pytest.mark.parametrize("load", sample_loaders(), ids=lambda f: f.__module__.rsplit(".", 1)[-1])
+
+
+def by_kind(report: AnalysisReport) -> dict[str, int]:
+    return {f"{f.kind}:{f.fused_as}": f.count for f in report.findings}
+
+
+@LOADERS
+def test_qwen3_has_54_add_rmsnorm_pairs(load: Loader) -> None:
+    report = analyze(load(need(QWEN3)))
+    assert by_kind(report) == {
+        "add_norm:AddRmsNorm": 54,  # aclnnAdd_AddAiCore_Add("4096,1,1024") -> RmsNorm("4096,1,1024;1024")
+        "norm_matmul:FusedRmsNormMatMul": 56,  # the hidden-size norms feed MatMulV3 ("4096,1024": a view)
+        "fused_norm:RmsNorm": 112,  # 56 hidden-size + 56 q/k norms
+    }
+    add = next(f for f in report.findings if f.kind == "add_norm")
+    assert add.examples[0].op_types == ["Add", "RmsNorm"]
+    assert "no data edges" in add.evidence
+    assert report.has_unfused
+    assert report.whatif.method == "device-model" and report.whatif.device == "910B2"
+    assert "910B2 assumed" in report.whatif.assumption
+    assert 0 < report.whatif.total_saving_us < add.time_us + report.findings[1].time_us
+
+
+@pytest.mark.parametrize("path", CNN, ids=["level0", "level1"])
+def test_cnn_samples_have_no_norm_findings(path: Path) -> None:
+    for load in sample_loaders():
+        report = analyze(load(need(path)))
+        assert report.findings == []
+        assert not report.has_unfused
+        assert "no unfused norms" in report.summary
+        assert report.whatif.total_saving_us == 0
+
+
+@LOADERS
+def test_gpt_layernorm_sample_reports_fused_layernorms_and_add_layernorm(load: Loader) -> None:
+    report = analyze(load(need(GPT_LAYERNORM)))
+    assert by_kind(report) == {
+        "add_norm:AddLayerNorm": 4,  # Add22 -> LayerNorm90 on "1024,4,12288"; the 5th follows a DropOutDoMask
+        "norm_matmul:FusedLayerNormV3MatMul": 5,
+        "fused_norm:LayerNormV3": 5,
+    }
+    assert not any(f.kind.startswith("decomposed") for f in report.findings)
+
+
+@LOADERS
+def test_foreign_attribution_adds_up_to_the_span(load: Loader) -> None:
+    report = analyze(load(need(QWEN3)))
+    b = report.breakdown
+    (phase,) = b.phases
+    assert phase.phase == "all" and b.scope == "all"
+    assert sum(r.charged_us for r in phase.categories) == pytest.approx(phase.span_us, abs=0.01)
+    names = [r.name for r in phase.categories]
+    assert names[:3] == ["attention", "ffn", "other"] and "communication" in names
+    assert "hidden width (1024" in b.categories_heuristic
+    assert phase.norm.launch_source == "device wait before the op"
+    assert phase.norm.kernel_share + phase.norm.launch_share == pytest.approx(1, abs=1e-3)
+    assert b.by_bound[0].name == "unknown"  # kernel_details has no bound; the reader fills no pipe ratios
+
+
+def test_device_variant_comes_from_the_metadata() -> None:
+    assert device_for({"soc_version": "Ascend910B3"}) == ("910B3", "from the profile's metadata (Ascend910B3)")
+    assert device_for({"device": {"name": "910A"}})[0] == "910A"
+    assert device_for({"soc_version": "Ascend910"})[0] == "910A"
+    assert device_for({})[0] == "910B2"
+
+
+def test_device_model_estimate_follows_the_meta_device() -> None:
+    profile = sample_loaders()[0](need(QWEN3))
+    on_b3 = analyze(Profile(profile.kind, profile.source, profile.ops, None, None, {"soc_version": "Ascend910B3"}))
+    assert on_b3.whatif.device == "910B3"
+    assert "from the profile's metadata" in on_b3.whatif.assumption

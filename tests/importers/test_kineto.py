@@ -1,0 +1,188 @@
+"""Kineto / torch.profiler traces: HTA's real fixtures and small hand-made traces."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from atbprof.importers import load_profile
+from atbprof.importers.optypes import gpu_op_type
+from tests.importers.conftest import TRACES, shared
+
+HTA = sorted(p.name for p in TRACES.glob("*.json.gz")) if TRACES.exists() else ["(no shared folder)"]
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    doc = orjson.loads(gzip.decompress(path.read_bytes()))
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+@pytest.mark.parametrize("name", HTA)
+def test_counts_match_an_independent_read(name: str) -> None:
+    """Kernel rows = X events of cat kernel/Kernel; framework rows = cpu_op/Operator X events but ProfilerStep#N."""
+    path = shared(TRACES / name)
+    events = _events(path)
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel")]
+    cpu_ops = [
+        e
+        for e in events
+        if e.get("ph") == "X"
+        and e.get("cat") in ("cpu_op", "Operator")
+        and not str(e.get("name")).startswith("ProfilerStep#")
+    ]
+    profile = load_profile(path)
+    assert profile.ops.num_rows == len(kernels)
+    assert profile.framework is not None and profile.framework.num_rows == len(cpu_ops)
+    assert sum(profile.ops["task_dur_ns"].to_pylist()) == sum(round(e["dur"] * 1000) for e in kernels)
+    assert set(profile.ops["task_type"].to_pylist()) <= {"GPU"}
+    assert sorted(profile.ops["op_name"].to_pylist()) == sorted(e["name"] for e in kernels)
+
+
+def test_ns_digits_of_float_timestamps_are_kept() -> None:
+    """`"ts": 1712195495519689.047` is epoch µs with ns digits: float64 would read ...689.0."""
+    profile = load_profile(shared(TRACES / "hta_ns_resolution_rank0.pt.trace.json.gz"))
+    fw = profile.framework
+    assert fw is not None
+    origin = profile.meta["origin_ns"]
+    assert origin == 1712195495406752797  # the "Trace" span, "ts": 1712195495406752.797
+    first = next(r for r in fw.to_pylist() if r["index"] == 0)
+    assert first["name"] == "autograd::engine::evaluate_function: DivBackward1"
+    assert origin + first["start_ns"] == 1712195495519689047
+    assert int(float("1712195495519689.047") * 1000) != 1712195495519689047
+
+
+def test_base_time_nanoseconds_is_respected() -> None:
+    """New schema: ts = µs since baseTimeNanoseconds (here 1735632360000000000)."""
+    profile = load_profile(shared(TRACES / "hta_amd_mi250_minitoy_train_ROCm6_2_kineto.json.gz"))
+    assert profile.meta["baseTimeNanoseconds"] == 1735632360000000000
+    assert profile.meta["origin_ns"] == 1735632360000000000 + 4203669603018756  # "ts": 4203669603018.756
+    fw = profile.framework
+    assert fw is not None
+    first = next(r for r in fw.to_pylist() if r["index"] == 0)  # "ts": 4203669604595.407, "dur": 340.024
+    assert profile.meta["origin_ns"] + first["start_ns"] == 1735632360000000000 + 4203669604595407
+    assert first["dur_ns"] == 340_024
+
+
+def test_kernels_get_launch_stream_and_step() -> None:
+    path = shared(TRACES / "hta_trace_diff_control.json.gz")
+    streams = {int(e["args"]["stream"]) for e in _events(path) if e.get("cat") == "kernel"}
+    profile = load_profile(path)
+    ops = profile.ops.to_pylist()
+    launched = [r for r in ops if r["host_launch_start_ns"] is not None]
+    assert len(launched) == len(ops)  # every kernel has its cudaLaunchKernel (same correlation id)
+    assert all(r["host_launch_start_ns"] <= r["task_start_ns"] for r in launched)
+    assert {r["stream_id"] for r in ops} == streams == {7, 20, 21}
+    assert {r["step"] for r in ops} == set(range(1009, 1015))
+    frames = profile.step_frames
+    assert frames is not None and set(frames["frame"].to_pylist()) == {"ProfilerStep"}
+    assert sum(frames["op_count"].to_pylist()) == len(ops)
+
+
+def test_old_schema_string_ids() -> None:
+    """PyTorch 1.9 Kineto: cats Operator / Kernel / Runtime, tids and args as strings ("25738", "stream 7")."""
+    profile = load_profile(shared(TRACES / "kineto_tbplugin_resnet50_worker0.pt.trace.json.gz"))
+    fw = profile.framework
+    assert fw is not None
+    assert fw["tid"].null_count == 0 and 25738 in set(fw["tid"].to_pylist())
+    assert profile.ops["stream_id"].null_count == 0
+    assert profile.ops["host_launch_start_ns"].null_count == 0  # correlation "34441" matched as a number
+    first = next(r for r in fw.to_pylist() if r["index"] == 0)  # aten::empty, "Input Dims": "[[], [], [], [], [], []]"
+    assert (first["name"], first["input_shapes"]) == ("aten::empty", ";;;;;")  # six scalar inputs
+
+
+def test_cpu_only_trace_has_an_empty_op_table() -> None:
+    profile = load_profile(shared(TRACES / "hta_mtia_inference_rank_0.json.gz"))
+    assert profile.ops.num_rows == 0
+    assert profile.framework is not None and profile.framework.num_rows == 10_346
+
+
+def _kineto(events: list[dict[str, Any]], **top: Any) -> bytes:
+    return orjson.dumps({"schemaVersion": 1, **top, "traceEvents": events})
+
+
+def _x(
+    name: str, cat: str, ts: float, dur: float, tid: int = 1, pid: int = 10, args: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args or {}}
+
+
+def test_synthetic_trace_nesting_steps_and_launches(tmp_path: Path) -> None:
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 10, "tid": 0, "args": {"name": "python"}},
+        _x("ProfilerStep#7", "user_annotation", 100.000, 50.0),
+        _x("aten::linear", "cpu_op", 101.5, 20.0, args={"Input Dims": [[16, 4096], [1024, 4096], [1024]]}),
+        _x("aten::matmul", "cpu_op", 102.25, 10.0),
+        _x("aten::mm", "cpu_op", 103.0, 5.0),
+        _x("cudaLaunchKernel", "cuda_runtime", 104.0, 1.0, args={"correlation": 42}),
+        _x("aten::add", "cpu_op", 130.0, 2.0, tid=2),  # another thread: its own nesting
+        _x("aten::zeros", "cpu_op", 200.0, 1.0),  # after the step
+        _x("void at::native::vectorized_elementwise_kernel<4, X>(int, X)", "kernel", 160.0, 3.5, tid=7, pid=0,
+           args={"correlation": 42, "stream": 7}),
+        {"ph": "s", "id": 42, "pid": 10, "tid": 1, "ts": 104.0, "cat": "ac2g", "name": "ac2g"},
+    ]  # fmt: skip
+    path = tmp_path / "trace.bin"  # the name does not matter
+    path.write_bytes(gzip.compress(_kineto(events, baseTimeNanoseconds=1_700_000_000_000_000_000)))
+    profile = load_profile(path)
+    assert profile.kind == "kineto"
+    assert profile.meta["origin_ns"] == 1_700_000_000_000_100_000
+    (kernel,) = profile.ops.to_pylist()
+    assert kernel["op_type"] == "vectorized_elementwise_kernel"
+    assert (kernel["task_start_ns"], kernel["task_dur_ns"], kernel["stream_id"]) == (60_000, 3_500, 7)
+    assert (kernel["host_launch_start_ns"], kernel["host_launch_dur_ns"]) == (4_000, 1_000)
+    assert kernel["step"] == 7  # launched inside ProfilerStep#7 although it runs after it
+    fw = {r["name"]: r for r in profile.framework.to_pylist()}  # type: ignore[union-attr]
+    assert [fw[n]["depth"] for n in ("aten::linear", "aten::matmul", "aten::mm", "aten::add")] == [0, 1, 2, 0]
+    assert fw["aten::mm"]["parent"] == fw["aten::matmul"]["index"] == 3
+    assert fw["aten::linear"]["input_shapes"] == "16,4096;1024,4096;1024"
+    assert fw["aten::matmul"]["start_ns"] == 2_250
+    assert (fw["aten::linear"]["step"], fw["aten::zeros"]["step"]) == (7, None)
+    assert "ProfilerStep#7" not in fw
+    (frame,) = profile.step_frames.to_pylist()  # type: ignore[union-attr]
+    assert frame == {"step": 7, "start_ns": 0, "dur_ns": 50_000, "op_count": 1, "first_op_index": 0,
+                     "frame": "ProfilerStep"}  # fmt: skip
+
+
+def test_partial_overlap_closes_the_open_op(tmp_path: Path) -> None:
+    """Rounding artefacts: an op that starts inside another but ends after it is not its child."""
+    events = [
+        _x("a", "cpu_op", 0.0, 10.0),
+        _x("b", "cpu_op", 5.0, 10.0),  # overlaps a partly
+        _x("c", "cpu_op", 6.0, 1.0),  # inside b (and a)
+    ]
+    path = tmp_path / "t.json"
+    path.write_bytes(_kineto(events))
+    fw = {r["name"]: r for r in load_profile(path).framework.to_pylist()}  # type: ignore[union-attr]
+    assert (fw["a"]["depth"], fw["b"]["depth"], fw["c"]["depth"]) == (0, 0, 1)
+    assert fw["c"]["parent"] == fw["b"]["index"]
+
+
+@pytest.mark.parametrize(
+    ("kernel", "op_type"),
+    [
+        ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(Params)",
+         "cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4"),
+        ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float>(int)", "CatArrayBatchedCopy"),
+        ("triton_poi_fused_add_cos_sin_0", "triton_poi_fused_add_cos_sin"),
+        ("volta_sgemm_128x64_nn", "volta_sgemm_128x64_nn"),
+        ("cask_cudnn::computeOffsetsKernel(cask_cudnn::ComputeOffsetsParams)", "computeOffsetsKernel"),
+    ],
+)  # fmt: skip
+def test_gpu_op_type_from_kernel_name(kernel: str, op_type: str) -> None:
+    assert gpu_op_type(kernel) == op_type
+
+
+def test_nested_ts_key_and_mixed_spellings_stay_exact(tmp_path: Path) -> None:
+    """A numeric "ts" inside args and a string ts elsewhere: the digits still come from the text."""
+    path = tmp_path / "t.json"
+    path.write_bytes(
+        b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, '
+        b'"ts": 1712195495519689.047, "dur": 2, "args": {"ts": 5}}, {"ph": "X", "cat": "cpu_op", "name": "b", '
+        b'"pid": 1, "tid": 1, "ts": "1712195495519690.001", "dur": 0.5}]}'
+    )
+    profile = load_profile(path)
+    assert profile.meta["origin_ns"] == 1712195495519689047
+    assert [r["start_ns"] for r in profile.framework.to_pylist()] == [0, 954]  # type: ignore[union-attr]
