@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import wraps
 from pathlib import Path
@@ -60,6 +60,21 @@ def guarded(method: Callable[Concatenate[W, P], None]) -> Callable[Concatenate[W
             raise
 
     return run
+
+
+class StagedFile:
+    """Mixin for writers whose output lives in an ExitStack (`_stack`) that deletes the temp file on error."""
+
+    _stack: ExitStack | None = None
+
+    def abort(self) -> None:
+        """Discard the partial file (for a caller that fails between `open` and `close`)."""
+        self._fail(RuntimeError("trace write aborted"))
+
+    def _fail(self, err: BaseException) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:  # closes the streams and removes the temp file
+            stack.__exit__(type(err), err, err.__traceback__)
 
 
 @contextmanager

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from isal import igzip
 
 from atbprof.optable.schema import PIPES, SCHEMA_VERSION, check_table
-from atbprof.writers.base import TraceMeta, atomic_path, guarded
+from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded
 
 PID_HOST, PID_DEVICE, PID_OVERLAP, PID_MODEL = 1, 2, 3, 4
 STREAM0_TID = 65536
@@ -237,7 +237,7 @@ class _Runs:
         return out
 
 
-class ChromeTraceWriter:
+class ChromeTraceWriter(StagedFile):
     """RunWriter for `trace.json.gz` (Chrome JSON, msprof layout). `abort()` discards a half-written file."""
 
     filename = "trace.json.gz"
@@ -290,15 +290,6 @@ class ChromeTraceWriter:
         stack, self._stack = self._stack, None
         assert stack is not None
         stack.close()
-
-    def abort(self) -> None:
-        """Discard the partial file (for a caller that fails between `open` and `close`)."""
-        self._fail(RuntimeError("trace write aborted"))
-
-    def _fail(self, err: BaseException) -> None:
-        stack, self._stack = self._stack, None
-        if stack is not None:  # closes the streams and removes the temp file
-            stack.__exit__(type(err), err, err.__traceback__)
 
     def _write(self, data: str | memoryview) -> None:
         """Feed the compressor whole _GZ_BLOCK blocks only: the output does not depend on call boundaries."""

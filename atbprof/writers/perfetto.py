@@ -28,7 +28,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, Track
 
 from atbprof.optable.schema import PIPES, check_table
 from atbprof.writers import protowire as pw
-from atbprof.writers.base import TraceMeta, atomic_path, guarded
+from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded
 from atbprof.writers.chrome import BLOCK_NAMES, LEVELS, RATIO_KEYS, STATIC_KEYS, _Runs, _sequential
 
 SEQ = 1  # trusted_packet_sequence_id of every packet
@@ -141,7 +141,7 @@ class _Interner:
         return {row: _wrap(p) for row, p in out.items()}
 
 
-class PerfettoTraceWriter:
+class PerfettoTraceWriter(StagedFile):
     """RunWriter for `trace.pftrace` (Perfetto TrackEvent protobuf). `abort()` discards a half-written file."""
 
     filename = "trace.pftrace"
@@ -210,15 +210,6 @@ class PerfettoTraceWriter:
         stack, self._stack = self._stack, None
         assert stack is not None
         stack.close()
-
-    def abort(self) -> None:
-        """Discard the partial file (for a caller that fails between `open` and `close`)."""
-        self._fail(RuntimeError("trace write aborted"))
-
-    def _fail(self, err: BaseException) -> None:
-        stack, self._stack = self._stack, None
-        if stack is not None:  # closes the file and removes the temp file
-            stack.__exit__(type(err), err, err.__traceback__)
 
     # -- packets -------------------------------------------------------------------------------------------
 

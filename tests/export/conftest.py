@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from atbprof.config import load_config
-from atbprof.export import ExportResult, ExportTarget, export_run
-from atbprof.run import run_simulation
-from tests.conftest import FIXTURES
+from atbprof.export import ExportResult, ExportTarget
+from tests.conftest import export_cache, run_cache
 
 TINY = ["workload.decode_tokens=3", "output.trace=false"]
 SEED000 = ["workload.decode_tokens=3", "device.preset=910B2", "output.trace=false"]
@@ -28,17 +26,7 @@ RUNS: dict[str, tuple[str, list[str]]] = {
 @pytest.fixture(scope="session")
 def make_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     """The run directory of RUNS[key], simulated on first use."""
-    root = tmp_path_factory.mktemp("runs")
-    done: dict[str, Path] = {}
-
-    def get(key: str) -> Path:
-        if key not in done:
-            name, overrides = RUNS[key]
-            run_simulation(load_config(FIXTURES / name, overrides), root / key)
-            done[key] = root / key
-        return done[key]
-
-    return get
+    return run_cache(tmp_path_factory.mktemp("runs"), RUNS)
 
 
 @pytest.fixture(scope="session")
@@ -46,12 +34,4 @@ def exported(
     make_run: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[[str, ExportTarget], ExportResult]:
     """The export of run `key` as `target` (written once per session)."""
-    root = tmp_path_factory.mktemp("exports")
-    done: dict[tuple[str, str], ExportResult] = {}
-
-    def get(key: str, target: ExportTarget) -> ExportResult:
-        if (key, target) not in done:
-            done[key, target] = export_run(make_run(key), target, root / key)
-        return done[key, target]
-
-    return get
+    return export_cache(tmp_path_factory.mktemp("exports"), make_run)

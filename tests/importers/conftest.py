@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from atbprof.config import load_config
-from atbprof.export import ExportResult, ExportTarget, export_run
-from atbprof.run import run_simulation
-from tests.conftest import FIXTURES
+from atbprof.export import ExportResult, ExportTarget
+from tests.conftest import export_cache, run_cache
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 ASCEND = SHARED / "anchors" / "ascend_samples"
@@ -40,29 +38,12 @@ RUNS: dict[str, tuple[str, list[str]]] = {
 @pytest.fixture(scope="session")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     """The run directory of RUNS[key], simulated on first use."""
-    root = tmp_path_factory.mktemp("importer-runs")
-    done: dict[str, Path] = {}
-
-    def get(key: str) -> Path:
-        if key not in done:
-            name, overrides = RUNS[key]
-            run_simulation(load_config(FIXTURES / name, overrides), root / key)
-            done[key] = root / key
-        return done[key]
-
-    return get
+    return run_cache(tmp_path_factory.mktemp("importer-runs"), RUNS)
 
 
 @pytest.fixture(scope="session")
 def exported(
     run_dir: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[[str, ExportTarget], ExportResult]:
-    root = tmp_path_factory.mktemp("importer-exports")
-    done: dict[tuple[str, str], ExportResult] = {}
-
-    def get(key: str, target: ExportTarget) -> ExportResult:
-        if (key, target) not in done:
-            done[key, target] = export_run(run_dir(key), target, root / key)
-        return done[key, target]
-
-    return get
+    """The export of run `key` as `target` (written once per session)."""
+    return export_cache(tmp_path_factory.mktemp("importer-exports"), run_dir)
