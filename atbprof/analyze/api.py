@@ -16,6 +16,7 @@ from atbprof.analyze.report import AnalysisReport, Breakdown, Finding, Occurrenc
 from atbprof.analyze.view import OpView, dict_codes, has_values, int_column
 from atbprof.analyze.whatif import whatif_device_model, whatif_resimulated
 from atbprof.importers.base import Profile
+from atbprof.optable.schema import OPS_SCHEMA
 
 _LABEL = {
     "decomposed_rmsnorm": "decomposed RMSNorm",
@@ -196,6 +197,24 @@ def _summary(name: str, findings: list[Finding], breakdown: Breakdown, whatif: W
     return "; ".join(parts)
 
 
+def framework_timeline(framework: pa.Table) -> pa.Table:
+    """Top-level framework ops (depth 0) as an op table, for profiles that recorded no device kernels."""
+    top = framework.filter(pc.equal(framework.column("depth"), 0))
+    names = top.column("name").cast(pa.string())
+    cols: dict[str, pa.Array | pa.ChunkedArray] = {
+        "op_index": pa.array(range(top.num_rows), pa.int64()),
+        "step": top.column("step"),
+        "op_name": names.dictionary_encode(),
+        "op_type": names.dictionary_encode(),
+        "task_start_ns": top.column("start_ns"),
+        "task_dur_ns": top.column("dur_ns"),
+        "input_shapes": top.column("input_shapes").dictionary_encode(),
+    }
+    arrays = [cols[f.name].cast(f.type) if f.name in cols else pa.nulls(top.num_rows, f.type) for f in OPS_SCHEMA]
+    table = pa.Table.from_arrays(arrays, schema=OPS_SCHEMA)
+    return table.sort_by("task_start_ns")
+
+
 def analyze(
     profile: Profile,
     *,
@@ -222,7 +241,13 @@ def analyze(
     if profile.framework is not None and profile.framework.num_rows:
         found = pa.concat_tables([found, detect_framework(profile.framework, patterns)])
     latency = _meta_int(meta, "host_model", "latency_ns")
-    breakdown = attribute(ops, profile.steps, found, patterns, top, latency, view=view)
+    timeline, timeline_view = ops, view
+    if not ops.num_rows and profile.framework is not None and profile.framework.num_rows:
+        # a CPU-only trace: the top-level framework ops are the timeline there is to attribute
+        timeline = framework_timeline(profile.framework)
+        timeline_view = OpView.build(timeline)
+        notes.append("no device kernels in this profile: the breakdown covers the top-level framework ops (host)")
+    breakdown = attribute(timeline, profile.steps, found, patterns, top, latency, view=timeline_view)
     cfg = run_config(meta) if ours else None
     summary = meta.get("summary")
     if not whatif:
