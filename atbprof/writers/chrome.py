@@ -23,6 +23,7 @@ from isal import igzip
 
 from atbprof.optable.schema import PIPES, SCHEMA_VERSION, check_table
 from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded
+from atbprof.writers.grouping import NO_END, BusyIntervals, Runs, sequential
 
 PID_HOST, PID_DEVICE, PID_OVERLAP, PID_MODEL = 1, 2, 3, 4
 STREAM0_TID = 65536
@@ -39,7 +40,6 @@ _GROUP_CHUNK = 1 << 16  # rows per pass for group / busy-interval texts
 _GZ_BLOCK = 1 << 20  # bytes per compressor call
 _SMALL = 1 << 16  # ints in [-1, _SMALL) come from lookup tables
 _UTIL = '}},\n{"name":"AI Core utilization","pid":2,"ts":'
-_NO_END = int(np.iinfo(np.int64).min)
 Frag = tuple[list[str], np.ndarray]  # text per dictionary value, row indices
 
 
@@ -77,14 +77,6 @@ def _text(arr: pa.Array) -> memoryview:
         return memoryview(b"")
     off = np.frombuffer(bufs[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
     return memoryview(bufs[2])[int(off[0]) : int(off[-1])]
-
-
-def _sequential(start: np.ndarray, end: np.ndarray, last_end: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Clamp slices of one flat track so none starts before an earlier one ended (Perfetto needs nesting)."""
-    prev = np.maximum.accumulate(np.concatenate(([last_end], end[:-1])))
-    s = np.maximum(start, prev)
-    e = np.maximum(end, s)
-    return s, e, max(last_end, int(e.max()))
 
 
 def _combine(frags: list[Frag], suf: str = "") -> list[tuple[pa.Array, np.ndarray]]:
@@ -202,41 +194,6 @@ class _Asm:
         return pa.Array.from_buffers(pa.string(), self.n, [None, pa.py_buffer(rows), data])
 
 
-class _Runs:
-    """Runs of equal keys in op order with min start, max end, byte and busy sums and a first-row payload.
-
-    Columns: keys..., payload, start, end, bytes, busy. The last run stays open (the next batch may continue
-    it); `feed` returns the completed runs and, per run, the chunk row whose arrival completed it.
-    """
-
-    def __init__(self) -> None:
-        self.open: list[np.ndarray] | None = None
-
-    def feed(self, keys: list[Any], payload: Any, vals: list[Any]) -> tuple[list[Any], Any]:
-        chg = np.zeros(len(payload), dtype=bool)
-        for k in keys:
-            chg[1:] |= k[1:] != k[:-1]
-        first = np.concatenate(([0], np.flatnonzero(chg)))
-        s, e, nbytes, busy = vals
-        cols = [c[first] for c in (*keys, payload)]
-        cols += [np.minimum.reduceat(s, first), np.maximum.reduceat(e, first)]
-        cols += [np.add.reduceat(nbytes, first), np.add.reduceat(busy, first)]
-        at, o = first[1:], self.open
-        if o is not None and all(o[i][0] == cols[i][0] for i in range(len(keys))):
-            cols[len(keys)][0] = o[len(keys)][0]
-            cols[-4][0], cols[-3][0] = min(cols[-4][0], o[-4][0]), max(cols[-3][0], o[-3][0])
-            cols[-2][0] += o[-2][0]
-            cols[-1][0] += o[-1][0]
-        elif o is not None:
-            cols, at = [np.concatenate((a, b)) for a, b in zip(o, cols, strict=True)], first
-        self.open = [c[-1:].copy() for c in cols]
-        return [c[:-1] for c in cols], at
-
-    def flush(self) -> list[np.ndarray] | None:
-        out, self.open = self.open, None
-        return out
-
-
 class ChromeTraceWriter(StagedFile):
     """RunWriter for `trace.json.gz` (Chrome JSON, msprof layout). `abort()` discards a half-written file."""
 
@@ -258,9 +215,9 @@ class ChromeTraceWriter(StagedFile):
         self._frags: dict[str, tuple[pa.Array, list[str]]] = {}
         self._values: dict[str, dict[Any, str]] = {}
         self._codes: dict[str, dict[str, int]] = {"role": {}, "phase": {}}  # block / phase name -> code
-        self._busy: tuple[int, int] | None = None  # the open Computing interval
-        self._runs = {level: _Runs() for level in LEVELS}
-        self._last_end = dict.fromkeys((*LEVELS, "host"), _NO_END)
+        self._busy = BusyIntervals()
+        self._runs = {level: Runs() for level in LEVELS}
+        self._last_end = dict.fromkeys((*LEVELS, "host"), NO_END)
         self._n_ops = self._n_launch = 0
         self._pending = bytearray()
         self._stack = ExitStack()
@@ -416,17 +373,11 @@ class ChromeTraceWriter(StagedFile):
 
     def _overlap(self, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         """Merge busy intervals (touching tasks coalesce): closed Computing intervals and the Free gaps."""
-        carry_end = _NO_END if self._busy is None else self._busy[1]
-        cm = np.maximum(np.maximum.accumulate(e), carry_end)
-        prev = np.concatenate(([carry_end], cm[:-1]))
-        brk = np.flatnonzero(s > prev)
-        starts = s[brk] if self._busy is None else np.concatenate(([self._busy[0]], s[brk]))
-        closed = brk if self._busy is not None else brk[1:]
-        self._busy = (int(starts[-1]), int(cm[-1]))
+        closed, starts, ends, nxt = self._busy.feed(s, e)
         if len(closed) == 0:
             return pa.array([], pa.string()), closed
-        a, ends = _Asm(self._st, len(closed)), prev[closed]
-        for tid, name, lo, hi in ((1, "Computing", starts[:-1], ends), (2, "Free", ends, s[closed])):
+        a = _Asm(self._st, len(closed))
+        for tid, name, lo, hi in ((1, "Computing", starts, ends), (2, "Free", ends, nxt)):
             a.fixed3(lo, ',"dur":', None, f',\n{{"name":"{name}","pid":3,"tid":{tid},"ts":')
             a.fixed3(hi - lo, ',"ph":"X"}')
         return a.text(), closed
@@ -446,7 +397,7 @@ class ChromeTraceWriter(StagedFile):
 
     def _group_text(self, level: str, cols: list[np.ndarray]) -> pa.Array:
         """One string per completed group: its slice on the Model track, with counter samples."""
-        start, end, self._last_end[level] = _sequential(cols[-4], cols[-3], self._last_end[level])
+        start, end, self._last_end[level] = sequential(cols[-4], cols[-3], self._last_end[level])
         a = _Asm(self._st, len(start))
         if level == "step":  # few
             ph = {v: n for n, v in self._codes["phase"].items()}
@@ -471,8 +422,8 @@ class ChromeTraceWriter(StagedFile):
         return a.text()
 
     def _finish(self, steps: pa.Table) -> None:
-        if self._busy is not None:
-            self._write(_x("Computing", PID_OVERLAP, 1, *self._busy))
+        if self._busy.open is not None:
+            self._write(_x("Computing", PID_OVERLAP, 1, *self._busy.open))
         for level in LEVELS:
             cols = self._runs[level].flush()
             if cols is not None:
@@ -480,7 +431,7 @@ class ChromeTraceWriter(StagedFile):
         out, tid = self._stream_meta(self._streams_seen), self._host_tid + 1
         for r in steps.sort_by("step").to_pylist():
             lo, hi = np.array([r["host_start_ns"]]), np.array([r["sync_end_ns"]])
-            (a,), (z,), self._last_end["host"] = _sequential(lo, hi, self._last_end["host"])
+            (a,), (z,), self._last_end["host"] = sequential(lo, hi, self._last_end["host"])
             a, z = int(a), int(z)
             out.append(_x(f"Step {r['step']} ({r['phase']})", PID_HOST, tid, a, z))
             ov_end = min(a + max(r["host_overhead_ns"], 0), z)

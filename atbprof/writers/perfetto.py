@@ -29,7 +29,8 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, Track
 from atbprof.optable.schema import PIPES, check_table
 from atbprof.writers import protowire as pw
 from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded
-from atbprof.writers.chrome import BLOCK_NAMES, LEVELS, RATIO_KEYS, STATIC_KEYS, _Runs, _sequential
+from atbprof.writers.chrome import BLOCK_NAMES, LEVELS, RATIO_KEYS, STATIC_KEYS
+from atbprof.writers.grouping import NO_END, BusyIntervals, Runs, sequential
 
 SEQ = 1  # trusted_packet_sequence_id of every packet
 CLEARED, NEEDS_STATE = 1, 2  # TracePacket.sequence_flags
@@ -45,7 +46,6 @@ INT_KEYS |= {"hbm_bytes": "hbm_bytes", "flops": "flops"}
 ANN_KEYS = (*INT_KEYS.values(), *RATIO_KEYS.values(), *STR_KEYS.values(), "fused_from", "item_id")
 _CHUNK = 1 << 15  # ops per encoding pass
 _DENSE = 0.25  # busy intervals closed per op above which their packets are encoded as (masked) parts of the ops
-_NO_END = int(np.iinfo(np.int64).min)
 
 
 def _wrap(packet: TracePacket) -> bytes:
@@ -157,9 +157,9 @@ class PerfettoTraceWriter(StagedFile):
         self.meta, self.packets, self._names = meta, 0, _Interner()
         self._streams: set[int] = set()
         self._codes: dict[str, dict[str, int]] = {"role": {}, "phase": {}}  # block / phase name -> code
-        self._busy: tuple[int, int] | None = None  # the open Computing interval
-        self._runs = {level: _Runs() for level in LEVELS}
-        self._last_end = dict.fromkeys((*LEVELS, "host"), _NO_END)
+        self._busy = BusyIntervals()
+        self._runs = {level: Runs() for level in LEVELS}
+        self._last_end = dict.fromkeys((*LEVELS, "host"), NO_END)
         self._stack = ExitStack()
         tmp = self._stack.enter_context(atomic_path(Path(directory) / self.filename))
         self._fh: IO[bytes] = self._stack.enter_context(open(tmp, "wb"))  # noqa: SIM115 - the stack closes it
@@ -190,8 +190,8 @@ class PerfettoTraceWriter(StagedFile):
     @guarded
     def close(self, steps: pa.Table) -> None:
         pieces: list[tuple[pw.Msg, int]] = []
-        if self._busy is not None:
-            a, z = (np.array([v]) for v in self._busy)
+        if self._busy.open is not None:
+            a, z = (np.array([v]) for v in self._busy.open)
             pieces.append((self._slice(1, U_TRACK["Computing"], self._fixed("Computing"), a, z), 1))
         for level in LEVELS:
             cols = self._runs[level].flush()
@@ -254,7 +254,7 @@ class PerfettoTraceWriter(StagedFile):
         if min(stream.min(), hs.min(), hd.min()) < 0:
             raise ValueError(f"op batch at op_index {c('op_index')[0]}: negative launch time or stream id")
         e = s + dur
-        busy = self._overlap(s, e)
+        busy = self._busy.feed(s, e)
         groups: list[tuple[np.ndarray, str, list[Any], np.ndarray, np.ndarray, list[str]]] = []
         for order, (level, cols, at) in enumerate(self._groups(b, s, e)):
             if len(at):
@@ -332,17 +332,6 @@ class PerfettoTraceWriter(StagedFile):
         extra += self._ann("fused_from", pw.field_varint(17, np.maximum(f, 0)), f > 0)
         return msg + self._slice(n, stream + U_STREAM0, iids["name"], s, e, None, extra)
 
-    def _overlap(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Busy intervals closed in this chunk (touching tasks coalesce): row, Computing start, end, next start."""
-        carry_end = _NO_END if self._busy is None else self._busy[1]
-        cm = np.maximum(np.maximum.accumulate(e), carry_end)
-        prev = np.concatenate(([carry_end], cm[:-1]))
-        brk = np.flatnonzero(s > prev)
-        starts = s[brk] if self._busy is None else np.concatenate(([self._busy[0]], s[brk]))
-        closed = brk if self._busy is not None else brk[1:]
-        self._busy = (int(starts[-1]), int(cm[-1]))
-        return closed, starts[:-1], prev[closed], s[closed]
-
     # -- groups (Model tracks, counters) and host frames ----------------------------------------------------
 
     def _code(self, col: pa.Array, kind: str, fn: Callable[[str], str]) -> np.ndarray:
@@ -361,7 +350,7 @@ class PerfettoTraceWriter(StagedFile):
 
     def _group_spans(self, level: str, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """Start and end (clamped so slices of a track do not overlap) and name of each completed group."""
-        start, end, self._last_end[level] = _sequential(cols[-4], cols[-3], self._last_end[level])
+        start, end, self._last_end[level] = sequential(cols[-4], cols[-3], self._last_end[level])
         if level == "step":
             ph = {v: k for k, v in self._codes["phase"].items()}
             rows = zip(cols[0].tolist(), cols[1].tolist(), strict=True)
@@ -389,7 +378,7 @@ class PerfettoTraceWriter(StagedFile):
         if n == 0:
             return [], 0
         col = {k: steps.column(k).to_numpy().astype(np.int64) for k in ("host_start_ns", "sync_end_ns")}
-        a, z, self._last_end["host"] = _sequential(col["host_start_ns"], col["sync_end_ns"], self._last_end["host"])
+        a, z, self._last_end["host"] = sequential(col["host_start_ns"], col["sync_end_ns"], self._last_end["host"])
         over = np.maximum(steps.column("host_overhead_ns").to_numpy(), 0)
         ov_end = np.minimum(a + over, z)
         sync = np.maximum(steps.column("device_end_ns").to_numpy(), ov_end)

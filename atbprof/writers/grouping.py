@@ -1,0 +1,73 @@
+"""Grouping shared by the trace writers: runs of equal keys, busy intervals and flat-track clamping.
+
+All of it is incremental (ops arrive in batches in device order) and keeps only the open run / interval.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+NO_END = int(np.iinfo(np.int64).min)
+
+
+def sequential(start: np.ndarray, end: np.ndarray, last_end: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Clamp slices of one flat track so none starts before an earlier one ended (Perfetto needs nesting)."""
+    prev = np.maximum.accumulate(np.concatenate(([last_end], end[:-1])))
+    s = np.maximum(start, prev)
+    e = np.maximum(end, s)
+    return s, e, max(last_end, int(e.max()))
+
+
+class Runs:
+    """Runs of equal keys in op order with min start, max end, byte and busy sums and a first-row payload.
+
+    Columns: keys..., payload, start, end, bytes, busy. The last run stays open (the next batch may continue
+    it); `feed` returns the completed runs and, per run, the chunk row whose arrival completed it.
+    """
+
+    def __init__(self) -> None:
+        self.open: list[np.ndarray] | None = None
+
+    def feed(self, keys: list[Any], payload: Any, vals: list[Any]) -> tuple[list[Any], Any]:
+        chg = np.zeros(len(payload), dtype=bool)
+        for k in keys:
+            chg[1:] |= k[1:] != k[:-1]
+        first = np.concatenate(([0], np.flatnonzero(chg)))
+        s, e, nbytes, busy = vals
+        cols = [c[first] for c in (*keys, payload)]
+        cols += [np.minimum.reduceat(s, first), np.maximum.reduceat(e, first)]
+        cols += [np.add.reduceat(nbytes, first), np.add.reduceat(busy, first)]
+        at, o = first[1:], self.open
+        if o is not None and all(o[i][0] == cols[i][0] for i in range(len(keys))):
+            cols[len(keys)][0] = o[len(keys)][0]
+            cols[-4][0], cols[-3][0] = min(cols[-4][0], o[-4][0]), max(cols[-3][0], o[-3][0])
+            cols[-2][0] += o[-2][0]
+            cols[-1][0] += o[-1][0]
+        elif o is not None:
+            cols, at = [np.concatenate((a, b)) for a, b in zip(o, cols, strict=True)], first
+        self.open = [c[-1:].copy() for c in cols]
+        return [c[:-1] for c in cols], at
+
+    def flush(self) -> list[np.ndarray] | None:
+        out, self.open = self.open, None
+        return out
+
+
+class BusyIntervals:
+    """Merged busy intervals of the device (touching tasks coalesce) for Overlap Analysis' Computing / Free."""
+
+    def __init__(self) -> None:
+        self.open: tuple[int, int] | None = None  # the interval the next batch may extend
+
+    def feed(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Intervals closed by this batch: (row that closed it, Computing start, end, next start = Free end)."""
+        carry_end = NO_END if self.open is None else self.open[1]
+        cm = np.maximum(np.maximum.accumulate(e), carry_end)
+        prev = np.concatenate(([carry_end], cm[:-1]))
+        brk = np.flatnonzero(s > prev)
+        starts = s[brk] if self.open is None else np.concatenate(([self.open[0]], s[brk]))
+        closed = brk if self.open is not None else brk[1:]
+        self.open = (int(starts[-1]), int(cm[-1]))
+        return closed, starts[:-1], prev[closed], s[closed]
