@@ -16,7 +16,7 @@ from atbprof.config.models import RunConfig
 from atbprof.errors import AtbprofError, OutputExistsError
 from atbprof.optable.schema import SCHEMA_VERSION
 from atbprof.sim.simulate import Simulation
-from atbprof.sim.summary import NearMissRow, RunSummary, SummaryBuilder
+from atbprof.sim.summary import LatencySummary, NearMissRow, RunSummary, SummaryBuilder, latency
 from atbprof.writers.background import BackgroundWriter
 from atbprof.writers.base import TraceMeta
 from atbprof.writers.chrome import ChromeTraceWriter
@@ -106,6 +106,12 @@ def summarize(cfg: RunConfig) -> RunSummary:
     return builder.finish(sim.steps_table(), cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim))
 
 
+def simulate_latency(cfg: RunConfig) -> LatencySummary:
+    """TTFT, per-token latency and the fusion report: the timeline without building the op table (what-if)."""
+    sim = Simulation(cfg)
+    return LatencySummary(**latency(sim.step_walls()).model_dump(), **_fusion_report(sim))
+
+
 def default_out_dir(cfg: RunConfig) -> Path:
     return Path(cfg.output.dir) if cfg.output.dir else Path("traces") / cfg.name
 
@@ -187,4 +193,4 @@ def run_simulation(
     return RunResult(out, files, summary, cfg, sim.device.name, notes)
 
 
-__all__ = ["AtbprofError", "RunResult", "default_out_dir", "run_simulation", "summarize"]
+__all__ = ["AtbprofError", "RunResult", "default_out_dir", "run_simulation", "simulate_latency", "summarize"]

@@ -55,7 +55,7 @@ def whatif_resimulated(
     findings: pa.Table, cfg: RunConfig, before: dict[str, object], span_us: float
 ) -> tuple[pa.Table, WhatIf]:
     """Runs of ours: `before` is run.json's summary (the measured run); one re-simulation per rule involved."""
-    from atbprof.run import summarize  # the simulator: only for runs of ours
+    from atbprof.run import simulate_latency  # the simulator: only for runs of ours
 
     rules_in_order = list(load_rules(cfg.fusion.rules_file).rules)
     use = counted(findings) & (findings.column("level").to_numpy(zero_copy_only=False) == "kernel")
@@ -81,7 +81,7 @@ def whatif_resimulated(
         fusion = cfg.fusion.model_copy(
             update={"enable": tuple(enabled), "disable": tuple(r for r in cfg.fusion.disable if r not in enabled)}
         )
-        s = summarize(cfg.model_copy(update={"fusion": fusion})).model_dump()
+        s = simulate_latency(cfg.model_copy(update={"fusion": fusion})).model_dump()
         now = total_us(s)
         rows = use & (rule_col == rule)
         saved = prev - now

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from importlib import resources
 
 import yaml
@@ -87,6 +88,12 @@ class DeviceSpec(_M):
         return self.soc_version != "Ascend910"
 
 
+@lru_cache(maxsize=len(PRESETS))
+def _preset(preset: str) -> DeviceSpec:
+    text = resources.files("atbprof.data.devices").joinpath(f"{preset}.yaml").read_text(encoding="utf-8")
+    return DeviceSpec.model_validate(yaml.safe_load(text))  # our own data: a failure here is a bug
+
+
 def load_device(preset: str | None, spec: str | None = None) -> DeviceSpec:
     if spec:
         doc = load_yaml_file(spec, "device.spec")
@@ -97,9 +104,7 @@ def load_device(preset: str | None, spec: str | None = None) -> DeviceSpec:
                 f"device.preset = {preset!r}: unknown device (allowed: {', '.join(PRESETS)}; "
                 "or device.spec: path/to/spec.yaml)"
             )
-        text = resources.files("atbprof.data.devices").joinpath(f"{preset}.yaml").read_text(encoding="utf-8")
-        doc = yaml.safe_load(text)
-        source = f"device preset {preset}"
+        return _preset(preset)
     try:
         return DeviceSpec.model_validate(doc)
     except ValidationError as err:

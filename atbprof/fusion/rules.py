@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
@@ -72,10 +73,15 @@ def _parse(doc: object, source: str) -> RuleSet:
     return RuleSet(rules=rules, strategies=rs.strategies)
 
 
+@lru_cache(maxsize=1)
+def _builtin_rules() -> RuleSet:
+    text = resources.files("atbprof.data").joinpath("fusion_rules.yaml").read_text(encoding="utf-8")
+    return _parse(yaml.safe_load(text), "fusion_rules.yaml")
+
+
 def load_rules(extra_file: str | None = None) -> RuleSet:
     """Built-in rules, then a user file whose rules/strategies override or extend them."""
-    text = resources.files("atbprof.data").joinpath("fusion_rules.yaml").read_text(encoding="utf-8")
-    base = _parse(yaml.safe_load(text), "fusion_rules.yaml")
+    base = _builtin_rules()
     if not extra_file:
         return base
     extra = _parse(load_yaml_file(extra_file, "fusion.rules_file"), extra_file)

@@ -9,6 +9,8 @@ rewrite this graph; they never build a second model by hand.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from atbprof.graph.dims import ModelDims
 from atbprof.graph.expr import ONE, SKV, SQ, ZERO, B, Lin, T
 from atbprof.graph.nodes import Edge, Graph, Node, Tensor, Unit, Work
@@ -310,6 +312,9 @@ class GraphBuilder:
         return Graph(self.nodes)
 
 
+@lru_cache(maxsize=8)
 def build_graph(dims: ModelDims) -> Graph:
-    """The unfused eager graph of one step (prefill and decode share it; sizes depend on B, Sq, Skv)."""
+    """The unfused eager graph of one step (prefill and decode share it; sizes depend on B, Sq, Skv).
+
+    Cached per model: callers (the fusion passes) never mutate it, they build new node lists."""
     return GraphBuilder(dims).build()

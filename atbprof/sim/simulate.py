@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from atbprof.config.models import RunConfig
-from atbprof.device.kernels import BOUND_NAMES, TASK_TYPES, evaluate_costs, signatures
+from atbprof.device.kernels import BOUND_NAMES, TASK_TYPES, KernelCosts, evaluate_costs, signatures
 from atbprof.device.spec import DeviceSpec, load_device
 from atbprof.errors import ConfigError
 from atbprof.fusion import FusionContext, FusionResult, apply_fusion, load_rules
@@ -49,6 +49,24 @@ class PhaseModel:
     op_type: np.ndarray
     stream: np.ndarray
     fused_from: pa.Array
+
+
+@dataclass
+class TimedChunk:
+    """A chunk of steps after the device model and the timeline (int ns arrays are steps x nodes)."""
+
+    plan: StepPlan
+    chunk: StepPlan
+    pm: PhaseModel
+    values: np.ndarray
+    costs: KernelCosts
+    dur_f: np.ndarray
+    dur: np.ndarray
+    disp: np.ndarray | None
+    start: np.ndarray
+    wait: np.ndarray
+    lstart: np.ndarray | None
+    op_index: int
 
 
 @dataclass
@@ -156,19 +174,14 @@ class Simulation:
         self.total_ops = sum(len(self.phases[p.phase].graph.nodes) * len(p.steps) for p in self.plans)
 
     # -- streaming --------------------------------------------------------------------------------------------
-    def batches(self) -> Iterator[pa.RecordBatch]:
+    def _timed_chunks(self) -> Iterator[TimedChunk]:
+        """Each chunk of steps with its kernel costs and host/device timeline; records the step rows."""
         rng = np.random.default_rng(self.cfg.seed)
         jitter = self.cfg.execution.jitter
         op_index = 0
         host_start = 0
         prev_end = 0
         self.step_rows = []
-        phase_dict = pa.array(list(PHASES), pa.string())
-        bound_dict = pa.array(list(BOUND_NAMES), pa.string())
-        type_dict = pa.array(list(TASK_TYPES), pa.string())
-        role_dict = pa.array(self.dicts.roles, pa.string())
-        name_dict = pa.array(self.dicts.names, pa.string())
-        optype_dict = pa.array(self.dicts.types, pa.string())
         b = self.cfg.workload.batch_size
         for plan in self.plans:
             pm = self.phases[plan.phase]
@@ -216,60 +229,90 @@ class Simulation:
                         }
                     )
                     host_start, prev_end = tl.sync_end, int(tl.end[-1])
-                rows = k * n_nodes
-                take = (sig.repeat(k, axis=0), np.broadcast_to(cols, (k, n_nodes)))
-                pipe_ns = {p: np.rint(costs.pipes[p][take]).astype(np.int64).ravel() for p in PIPES}
-                dflat = dur.ravel()
-                scale = dflat / np.maximum(dur_f.ravel(), 1e-9)  # jitter stretches pipes with the task
-                arrays: dict[str, pa.Array] = {
-                    "op_index": pa.array(np.arange(op_index, op_index + rows, dtype=np.int64)),
-                    "step": pa.array(np.repeat(chunk.steps.astype(np.int32), n_nodes)),
-                    "phase": pa.DictionaryArray.from_arrays(
-                        pa.array(np.full(rows, PHASES.index(plan.phase), dtype=np.int32)), phase_dict
-                    ),
-                    "layer": pa.array(np.tile(pm.layer, k)),
-                    "node_id": pa.array(np.tile(np.arange(n_nodes, dtype=np.int32), k)),
-                    "role": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.role, k)), role_dict),
-                    "op_name": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.name, k)), name_dict),
-                    "op_type": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.op_type, k)), optype_dict),
-                    "task_type": pa.DictionaryArray.from_arrays(
-                        pa.array(np.tile(costs.task_type[pm.sig].astype(np.int32), k)), type_dict
-                    ),
-                    "stream_id": pa.array(np.tile(pm.stream, k)),
-                    "task_id": pa.array((np.arange(op_index, op_index + rows) % 65536).astype(np.int32)),
-                    "task_start_ns": pa.array(start.ravel()),
-                    "task_dur_ns": pa.array(dflat),
-                    "task_wait_ns": pa.array(wait.ravel()),
-                    "host_launch_start_ns": pa.array(
-                        lstart.ravel() if lstart is not None else np.zeros(rows, np.int64),
-                        mask=None if lstart is not None else np.ones(rows, bool),
-                    ),
-                    "host_launch_dur_ns": pa.array(
-                        disp.ravel() if disp is not None else np.zeros(rows, np.int64),
-                        mask=None if disp is not None else np.ones(rows, bool),
-                    ),
-                    "block_dim": pa.array(costs.block_dim[take].astype(np.int32).ravel()),
-                    "mix_block_dim": pa.array(costs.mix_block_dim[take].astype(np.int32).ravel()),
-                    "input_shapes": pm.shapes.column("in", values, k),
-                    "input_dtypes": pm.shapes.dtype_column("in", k),
-                    "output_shapes": pm.shapes.column("out", values, k),
-                    "output_dtypes": pm.shapes.dtype_column("out", k),
-                    "kv_len": pa.array(np.repeat(chunk.skv.astype(np.int32), n_nodes)),
-                    "flops": pa.array(np.rint(costs.flops[take]).astype(np.int64).ravel()),
-                    "hbm_read_bytes": pa.array(np.rint(costs.hbm_read[take]).astype(np.int64).ravel()),
-                    "hbm_write_bytes": pa.array(np.rint(costs.hbm_write[take]).astype(np.int64).ravel()),
-                }
-                for p in PIPES:
-                    t = np.minimum(np.rint(pipe_ns[p] * scale).astype(np.int64), dflat)
-                    arrays[f"{p}_time_ns"] = pa.array(t)
-                for p in PIPES:
-                    arrays[f"{p}_ratio"] = pa.array((arrays[f"{p}_time_ns"].to_numpy() / dflat).astype(np.float32))
-                arrays["bound"] = pa.DictionaryArray.from_arrays(
-                    pa.array(costs.bound[take].astype(np.int32).ravel()), bound_dict
-                )
-                arrays["fused_from"] = pm.fused_from.take(pa.array(np.tile(np.arange(n_nodes), k)))
-                op_index += rows
-                yield pa.RecordBatch.from_arrays([arrays[f.name] for f in OPS_SCHEMA], schema=OPS_SCHEMA)
+                yield TimedChunk(plan, chunk, pm, values, costs, dur_f, dur, disp, start, wait, lstart, op_index)
+                op_index += k * n_nodes
+
+    def step_walls(self) -> pa.Table:
+        """The steps table alone (timeline only, no op columns): what a what-if needs, several times faster."""
+        for _ in self._timed_chunks():
+            pass
+        return self.steps_table()
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        phase_dict = pa.array(list(PHASES), pa.string())
+        bound_dict = pa.array(list(BOUND_NAMES), pa.string())
+        type_dict = pa.array(list(TASK_TYPES), pa.string())
+        role_dict = pa.array(self.dicts.roles, pa.string())
+        name_dict = pa.array(self.dicts.names, pa.string())
+        optype_dict = pa.array(self.dicts.types, pa.string())
+        for tc in self._timed_chunks():
+            plan, chunk, pm, values, costs = tc.plan, tc.chunk, tc.pm, tc.values, tc.costs
+            dur_f, dur, disp, start, wait, lstart, op_index = (
+                tc.dur_f,
+                tc.dur,
+                tc.disp,
+                tc.start,
+                tc.wait,
+                tc.lstart,
+                tc.op_index,
+            )
+            n_nodes = len(pm.graph.nodes)
+            k = len(chunk.steps)
+            cols = np.arange(k)[:, None]
+            sig = pm.sig[None, :]
+            rows = k * n_nodes
+            take = (sig.repeat(k, axis=0), np.broadcast_to(cols, (k, n_nodes)))
+            pipe_ns = {p: np.rint(costs.pipes[p][take]).astype(np.int64).ravel() for p in PIPES}
+            dflat = dur.ravel()
+            scale = dflat / np.maximum(dur_f.ravel(), 1e-9)  # jitter stretches pipes with the task
+            arrays: dict[str, pa.Array] = {
+                "op_index": pa.array(np.arange(op_index, op_index + rows, dtype=np.int64)),
+                "step": pa.array(np.repeat(chunk.steps.astype(np.int32), n_nodes)),
+                "phase": pa.DictionaryArray.from_arrays(
+                    pa.array(np.full(rows, PHASES.index(plan.phase), dtype=np.int32)), phase_dict
+                ),
+                "layer": pa.array(np.tile(pm.layer, k)),
+                "node_id": pa.array(np.tile(np.arange(n_nodes, dtype=np.int32), k)),
+                "role": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.role, k)), role_dict),
+                "op_name": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.name, k)), name_dict),
+                "op_type": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.op_type, k)), optype_dict),
+                "task_type": pa.DictionaryArray.from_arrays(
+                    pa.array(np.tile(costs.task_type[pm.sig].astype(np.int32), k)), type_dict
+                ),
+                "stream_id": pa.array(np.tile(pm.stream, k)),
+                "task_id": pa.array((np.arange(op_index, op_index + rows) % 65536).astype(np.int32)),
+                "task_start_ns": pa.array(start.ravel()),
+                "task_dur_ns": pa.array(dflat),
+                "task_wait_ns": pa.array(wait.ravel()),
+                "host_launch_start_ns": pa.array(
+                    lstart.ravel() if lstart is not None else np.zeros(rows, np.int64),
+                    mask=None if lstart is not None else np.ones(rows, bool),
+                ),
+                "host_launch_dur_ns": pa.array(
+                    disp.ravel() if disp is not None else np.zeros(rows, np.int64),
+                    mask=None if disp is not None else np.ones(rows, bool),
+                ),
+                "block_dim": pa.array(costs.block_dim[take].astype(np.int32).ravel()),
+                "mix_block_dim": pa.array(costs.mix_block_dim[take].astype(np.int32).ravel()),
+                "input_shapes": pm.shapes.column("in", values, k),
+                "input_dtypes": pm.shapes.dtype_column("in", k),
+                "output_shapes": pm.shapes.column("out", values, k),
+                "output_dtypes": pm.shapes.dtype_column("out", k),
+                "kv_len": pa.array(np.repeat(chunk.skv.astype(np.int32), n_nodes)),
+                "flops": pa.array(np.rint(costs.flops[take]).astype(np.int64).ravel()),
+                "hbm_read_bytes": pa.array(np.rint(costs.hbm_read[take]).astype(np.int64).ravel()),
+                "hbm_write_bytes": pa.array(np.rint(costs.hbm_write[take]).astype(np.int64).ravel()),
+            }
+            for p in PIPES:
+                t = np.minimum(np.rint(pipe_ns[p] * scale).astype(np.int64), dflat)
+                arrays[f"{p}_time_ns"] = pa.array(t)
+            for p in PIPES:
+                arrays[f"{p}_ratio"] = pa.array((arrays[f"{p}_time_ns"].to_numpy() / dflat).astype(np.float32))
+            arrays["bound"] = pa.DictionaryArray.from_arrays(
+                pa.array(costs.bound[take].astype(np.int32).ravel()), bound_dict
+            )
+            arrays["fused_from"] = pm.fused_from.take(pa.array(np.tile(np.arange(n_nodes), k)))
+            yield pa.RecordBatch.from_arrays([arrays[f.name] for f in OPS_SCHEMA], schema=OPS_SCHEMA)
 
     def steps_table(self) -> pa.Table:
         return pa.Table.from_pylist(self.step_rows, schema=STEPS_SCHEMA)

@@ -49,6 +49,29 @@ class RunSummary(BaseModel):
     decode_steps: int
 
 
+class Latency(BaseModel):
+    ttft_ms: float
+    decode_ms_per_token: float
+
+
+class LatencySummary(Latency):
+    """Latency plus what the fusion passes did: all a what-if needs from a re-simulation."""
+
+    fusion_fired: dict[str, dict[str, int]]
+    fusion_disabled: dict[str, str]
+    near_misses: list[NearMissRow]
+
+
+def latency(steps: pa.Table) -> Latency:
+    """TTFT (run start -> first token on the host) and the mean decode step wall time, from a steps table."""
+    ph = np.array(steps.column("phase").to_pylist())
+    wall = (steps.column("sync_end_ns").to_numpy() - steps.column("host_start_ns").to_numpy()).astype(float)
+    dec = ph == "decode"
+    ttft = float(steps.column("sync_end_ns").to_numpy()[0]) / 1e6
+    per_tok = float(wall[dec].mean()) / 1e6 if dec.any() else 0.0
+    return Latency(ttft_ms=round(ttft, 4), decode_ms_per_token=round(per_tok, 4))
+
+
 class SummaryBuilder:
     """Feed it every batch in order, then `finish`. Decode figures are means over decode steps.
 
@@ -136,8 +159,8 @@ class SummaryBuilder:
         wall = (steps.column("sync_end_ns").to_numpy() - steps.column("host_start_ns").to_numpy()).astype(float)
         dec = ph == "decode"
         n_dec = int(dec.sum())
-        ttft = float(steps.column("sync_end_ns").to_numpy()[0]) / 1e6
-        per_tok = float(wall[dec].mean()) / 1e6 if n_dec else 0.0
+        lat = latency(steps)
+        ttft, per_tok = lat.ttft_ms, lat.decode_ms_per_token
         total_wall = float(steps.column("sync_end_ns").to_numpy()[-1])
         k = max(n_dec, 1) * 1e6
         breakdown = {name: self.cat[name] / k for name in ("attention", "ffn")}
