@@ -34,6 +34,13 @@ _API_HINT = {
 }
 
 
+_PORTABLE = {
+    "torch_npu.npu_rms_norm": "torch.nn.functional.rms_norm",
+    "torch_npu.npu_add_rms_norm": "a fused add + RMSNorm kernel",
+    "torch_npu.npu_add_layer_norm": "a fused add + LayerNorm kernel",
+}
+
+
 def _meta_int(meta: dict[str, object], *path: str) -> int:
     node: object = meta
     for key in path:
@@ -272,6 +279,13 @@ def analyze(
         found, wi = whatif_device_model(found, device, why, breakdown.span_us)
     method = {"resimulated": "re-simulated", "device-model": f"device model ({wi.device})", "none": "not estimated"}
     findings = _findings(found, view, profile.framework, breakdown, top, method[wi.method])
+    if profile.kind == "kineto":  # a CPU/CUDA torch trace: name the portable fused API first
+        findings = [
+            f.model_copy(update={"fused_as": f"{_PORTABLE[f.fused_as]} ({f.fused_as} on Ascend)"})
+            if f.fused_as in _PORTABLE
+            else f
+            for f in findings
+        ]
     name = str(meta.get("name")) if ours and meta.get("name") else profile.source
     has_unfused = any(f.opportunity for f in findings)
     assumptions = [wi.assumption, f"categories: {breakdown.categories_heuristic}", breakdown.idle.classified_by]
