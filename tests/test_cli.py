@@ -100,7 +100,8 @@ def test_run_writes_the_run_directory_and_prints_the_summary(tmp_path: Path, mon
         "other (embedding, LM head, sampling, host loop)",
         "per token",
         f"wrote {out}/ ({', '.join(RUN_FILES)})",
-        f"next: atbprof open {out}   (loads trace.json.gz in https://ui.perfetto.dev)",
+        f"next: atbprof analyze {out}   (unfused norms, latency breakdown, what fusing saves)",
+        f"atbprof open {out}   (loads trace.json.gz in https://ui.perfetto.dev)",
         f"atbprof run --config <same> --fusion none --out {out}-unfused   (then compare the two)",
     ):
         assert needle in text, needle

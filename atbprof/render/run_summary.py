@@ -95,9 +95,10 @@ def render_run(result: RunResult, console: Console) -> None:
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"wrote {result.out_dir}/ ({', '.join(result.files)})")
+    console.print(f"next: atbprof analyze {result.out_dir}   (unfused norms, latency breakdown, what fusing saves)")
     traces = [f for f in result.files if f.startswith("trace.")]
     if traces:
-        console.print(f"next: atbprof open {result.out_dir}   (loads {traces[0]} in https://ui.perfetto.dev)")
+        console.print(f"      atbprof open {result.out_dir}   (loads {traces[0]} in https://ui.perfetto.dev)")
     console.print(
         f"      atbprof run --config <same> --fusion none --out {result.out_dir}-unfused   (then compare the two)"
     )
