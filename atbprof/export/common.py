@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from atbprof.errors import InputError, OutputExistsError
-from atbprof.optable.schema import STEPS_SCHEMA, ops_metadata
+from atbprof.optable.schema import STEPS_SCHEMA, ops_metadata, read_steps
 
 EPOCH_BASE_NS = 1_735_689_600_000_000_000
 """2025-01-01T00:00:00Z: run time 0 in every export (a constant, not the wall clock: exports are reproducible)."""
@@ -108,14 +108,7 @@ def load_run(run_dir: Path) -> RunSource:
             )
     ops_path = run_dir / "ops.parquet"
     meta = ops_metadata(ops_path)
-    steps_path = run_dir / "steps.parquet"
-    try:
-        steps = pq.read_table(steps_path)
-    except (pa.ArrowException, OSError) as err:
-        raise InputError(f"{steps_path}: not a Parquet file ({err}); re-create the run with `atbprof run`") from None
-    missing = [f.name for f in STEPS_SCHEMA if f.name not in steps.column_names]
-    if missing:
-        raise InputError(f"{steps_path}: missing columns {', '.join(missing)}; re-create the run with `atbprof run`")
+    steps = read_steps(run_dir / "steps.parquet")
     doc_path = run_dir / "run.json"
     try:
         doc = orjson.loads(doc_path.read_bytes())

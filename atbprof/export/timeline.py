@@ -37,6 +37,7 @@ from atbprof.export.common import (
     text_bytes,
 )
 from atbprof.export.framework import framework_call
+from atbprof.writers.grouping import BusyIntervals
 
 Style = Literal["torch_npu", "msprof"]
 Value: TypeAlias = Union[str, pa.Array, "Fields"]  # JSON text, JSON text per row, or a nested object
@@ -77,7 +78,7 @@ class BusyTracker:
     """Merges task intervals (in start order) into device busy intervals, across batches."""
 
     def __init__(self) -> None:
-        self.open: tuple[int, int] | None = None  # the interval still growing
+        self._intervals = BusyIntervals()  # the merging the trace writers use too
         self.last_start = _NO_END
 
     def feed(self, start: np.ndarray, end: np.ndarray) -> BusyUpdate:
@@ -89,15 +90,13 @@ class BusyTracker:
                 "ops.parquet: task start times are not in device order; re-create the run with `atbprof run`"
             )
         self.last_start = int(start[-1])
-        carry_end = _NO_END if self.open is None else self.open[1]
-        reach = np.maximum(np.maximum.accumulate(end), carry_end)  # latest end so far, per row
-        prev = np.concatenate(([carry_end], reach[:-1]))
-        new_busy = np.maximum(end - np.maximum(start, prev), 0)
-        breaks = np.flatnonzero(start > prev)
-        starts = start[breaks] if self.open is None else np.concatenate(([self.open[0]], start[breaks]))
-        gap_rows = breaks if self.open is not None else breaks[1:]  # the first task of the run closes nothing
-        self.open = (int(starts[-1]), int(reach[-1]))
-        return BusyUpdate(new_busy, gap_rows, starts[: len(gap_rows)], prev[gap_rows], start[gap_rows])
+        gap_rows, starts, ends, nxt = self._intervals.feed(start, end)
+        new_busy = np.maximum(end - np.maximum(start, self._intervals.prev), 0)
+        return BusyUpdate(new_busy, gap_rows, starts, ends, nxt)
+
+    @property
+    def open(self) -> tuple[int, int] | None:
+        return self._intervals.open
 
 
 class TraceWriter:

@@ -7,12 +7,11 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from atbprof.errors import InputError
 from atbprof.importers.base import STEP_FRAMES_SCHEMA, Profile
 from atbprof.importers.guard import importer
-from atbprof.optable.schema import STEPS_SCHEMA, read_ops
+from atbprof.optable.schema import read_ops, read_steps
 
 
 def is_run_dir(path: Path) -> bool:
@@ -22,7 +21,7 @@ def is_run_dir(path: Path) -> bool:
 @importer
 def load_run(path: Path) -> Profile:
     ops = read_ops(path / "ops.parquet")
-    steps = _read_steps(path / "steps.parquet") if (path / "steps.parquet").exists() else None
+    steps = read_steps(path / "steps.parquet") if (path / "steps.parquet").exists() else None
     meta: dict[str, object] = {}
     if (path / "run.json").exists():
         try:
@@ -37,17 +36,6 @@ def load_run(path: Path) -> Profile:
     meta.setdefault("origin_ns", 0)  # a run's times are relative to its own start already
     frames = _step_frames(steps) if steps is not None else None
     return Profile("atbprof-run", str(path), ops, None, steps, meta, frames)
-
-
-def _read_steps(path: Path) -> pa.Table:
-    try:
-        steps = pq.read_table(path)
-    except (pa.ArrowException, OSError) as err:
-        raise InputError(f"{path}: not a Parquet file ({err}); re-create the run with `atbprof run`") from None
-    missing = [f.name for f in STEPS_SCHEMA if f.name not in steps.column_names]
-    if missing:
-        raise InputError(f"{path}: missing columns {', '.join(missing)}; re-create the run with `atbprof run`")
-    return steps
 
 
 def _step_frames(steps: pa.Table) -> pa.Table:

@@ -120,6 +120,19 @@ def ops_metadata(path: str | Path) -> pq.FileMetaData:
     return meta
 
 
+def read_steps(path: str | Path) -> pa.Table:
+    """Read a steps.parquet written by `atbprof run`, checking its columns."""
+    path = Path(path)
+    try:
+        steps = pq.read_table(path)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{path}: not a Parquet file ({err}); re-create the run with `atbprof run`") from None
+    missing = [f.name for f in STEPS_SCHEMA if f.name not in steps.column_names]
+    if missing:
+        raise InputError(f"{path}: missing columns {', '.join(missing)}; re-create the run with `atbprof run`")
+    return steps
+
+
 def read_ops(path: str | Path) -> pa.Table:
     """Read an ops.parquet written by `atbprof run`, checking its schema."""
     ops_metadata(path)

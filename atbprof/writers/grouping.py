@@ -60,12 +60,13 @@ class BusyIntervals:
 
     def __init__(self) -> None:
         self.open: tuple[int, int] | None = None  # the interval the next batch may extend
+        self.prev = np.zeros(0, np.int64)  # per row of the last batch: the latest end before it
 
     def feed(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Intervals closed by this batch: (row that closed it, Computing start, end, next start = Free end)."""
         carry_end = NO_END if self.open is None else self.open[1]
         cm = np.maximum(np.maximum.accumulate(e), carry_end)
-        prev = np.concatenate(([carry_end], cm[:-1]))
+        prev = self.prev = np.concatenate(([carry_end], cm[:-1]))
         brk = np.flatnonzero(s > prev)
         starts = s[brk] if self.open is None else np.concatenate(([self.open[0]], s[brk]))
         closed = brk if self.open is not None else brk[1:]
