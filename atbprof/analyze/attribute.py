@@ -14,9 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.analyze.categories import CATEGORY_NAMES, ROLES_RULE, by_blocks, by_roles, norm_symbols
+from atbprof.analyze.charges import charge
 from atbprof.analyze.patterns import PatternSet
 from atbprof.analyze.report import Breakdown, Idle, NormCost, PhaseBreakdown, Row
-from atbprof.analyze.view import OpView, dict_codes, has_values, int_column, running_max_in_groups
+from atbprof.analyze.view import OpView, has_values
 
 _RATIO_COMPUTE = ("mac_ratio", "vec_ratio", "scalar_ratio")
 _RATIO_MEMORY = ("mte1_ratio", "mte2_ratio", "mte3_ratio", "fixpipe_ratio")
@@ -107,24 +108,6 @@ def _row(name: str, count: int, device_ns: float, charged_ns: float, span_ns: fl
     )
 
 
-def _timeline(view: OpView) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
-    """(order, gap, prev_end, charged) of ops on the device timeline (by step, then start, across streams).
-
-    `order` maps timeline positions to view positions (None: the view already is in timeline order)."""
-    one_stream = not len(view) or int(view.stream.max()) == int(view.stream.min())
-    order = None if one_stream else np.lexsort((view.op_index, view.start, view.step))
-    step, start, end = (a if order is None else a[order] for a in (view.step, view.start, view.end))
-    first = np.ones(len(step), dtype=bool)
-    first[1:] = step[1:] != step[:-1]
-    prev_end = np.empty_like(end)
-    if len(end):
-        prev_end[1:] = running_max_in_groups(end, first)[:-1]
-        prev_end[first] = start[first]  # a step's first op: its lead-in is the frame's, not its own
-    gap = np.maximum(start - prev_end, 0)
-    charged = gap + np.maximum(end - np.maximum(start, prev_end), 0)
-    return order, gap, prev_end, charged
-
-
 def attribute(
     ops: pa.Table,
     steps: pa.Table | None,
@@ -144,38 +127,16 @@ def attribute(
         category, heuristic = by_roles(view), ROLES_RULE
     else:
         category, heuristic = by_blocks(view, patterns, findings)
-    order, gap, prev_end, charged_i = _timeline(view)
+    ch = charge(view, steps)
+    order, gap, prev_end, charged = ch.order, ch.gap, ch.prev_end, ch.charged
 
     def tl(a: np.ndarray) -> np.ndarray:
         return a if order is None else a[order]
 
-    step, start, end = tl(view.step), tl(view.start), tl(view.end)
-    dur = tl(view.dur).astype(np.float64)
-    charged = charged_i.astype(np.float64)
-    frame_first = np.ones(n, dtype=bool)
-    frame_first[1:] = step[1:] != step[:-1]
-    frame_starts = np.flatnonzero(frame_first)
-    frame_step = step[frame_starts]
-    device_span = (np.maximum.reduceat(end, frame_starts) - start[frame_starts]) if n else np.zeros(0, np.int64)
-    wall = device_span.astype(np.float64)
-    # phase of each frame as a code into `phase_names` (object arrays of a million strings are slow to compare)
-    phase_codes, phase_names = view.codes("phase")
-    phase_names = [*phase_names, "all"]
-    first_codes = tl(phase_codes)[frame_starts]
-    frame_phase = np.where(first_codes >= 0, first_codes, len(phase_names) - 1)
-    if steps is not None and steps.num_rows and n:
-        # runs of ours: the measured wall per step runs from the host starting it to the token synced
-        s_step = int_column(steps, "step")
-        s_wall = int_column(steps, "sync_end_ns", 0) - int_column(steps, "host_start_ns", 0)
-        at = np.minimum(np.searchsorted(s_step, frame_step), len(s_step) - 1)
-        ok = s_step[at] == frame_step
-        wall = np.where(ok, np.maximum(s_wall[at], device_span), device_span).astype(float)
-        if ok.all():
-            s_codes, phase_names = dict_codes(steps.column("phase"))
-            frame_phase = s_codes[at]
-    overhead = wall - device_span
+    dur, phase_names = ch.dur, ch.phase_names
+    frame_phase, wall, op_phase = ch.frame_phase, ch.wall, ch.op_phase
+    overhead = ch.overhead
     n_phase = len(phase_names)
-    op_phase = np.repeat(frame_phase, np.diff(np.append(frame_starts, n))) if n else np.zeros(0, np.int64)
     present = [phase_names[c] for c in np.unique(frame_phase).tolist()]
     phases_order = [p for p in ("prefill", "decode", "all") if p in present]
     phases_order += sorted(set(present) - set(phases_order))
