@@ -236,6 +236,79 @@ def analyze(
         raise typer.Exit(1)
 
 
+class DiffBy(str, Enum):
+    op_type = "op-type"
+    category = "category"
+    layer = "layer"
+    role = "role"
+    shape = "shape"
+
+
+@app.command()
+def diff(
+    base: Annotated[Path, typer.Argument(help="The base: a run directory, a profile or a trace (as for analyze).")],
+    new: Annotated[Path, typer.Argument(help="The new input, compared against the base.")],
+    format_: Annotated[
+        AnalyzeFormat, typer.Option("--format", help="rich, json or md: the same report.")
+    ] = AnalyzeFormat.rich,
+    by: Annotated[DiffBy, typer.Option("--by", help="Group the rows by op-type, category, layer, role or shape.")] = (
+        DiffBy.op_type
+    ),
+    top: Annotated[int, typer.Option(min=1, help="Rows to show.")] = 20,
+    threshold: Annotated[
+        str, typer.Option("--threshold", help="Noise threshold: smaller changes are unchanged (e.g. 1%).")
+    ] = "1%",
+    fail_if_slower: Annotated[
+        str | None,
+        typer.Option("--fail-if-slower", help="Exit 1 if decode/token or TTFT is significantly slower by more (2%)."),
+    ] = None,
+    name_map: Annotated[
+        list[str] | None, typer.Option("--map", help="OLD=NEW: a base kernel renamed in the new input (repeatable).")
+    ] = None,
+    trace: Annotated[
+        Path | None, typer.Option("--trace", help="Write both inputs side by side, aligned per step (.json[.gz]).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the --trace file.")] = False,
+    patterns: Annotated[
+        Path | None, typer.Option("--patterns", help="Detection patterns YAML (categories of foreign profiles).")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+) -> None:
+    """Compare two runs or profiles op by op: what fusion replaced, what got faster, and whether it is significant."""
+    from atbprof.diff.api import diff_paths, parse_name_map, parse_percent
+    from atbprof.render.diff import diff_json, diff_markdown, render_diff
+
+    regression = False
+
+    def body() -> None:
+        nonlocal regression
+        result = diff_paths(
+            base,
+            new,
+            trace=trace,
+            force=force,
+            by=by.value,
+            top=top,
+            threshold_pct=parse_percent(threshold, "--threshold"),
+            fail_if_slower_pct=parse_percent(fail_if_slower, "--fail-if-slower") if fail_if_slower else None,
+            name_map=parse_name_map(name_map or []),
+            patterns_file=str(patterns) if patterns else None,
+        )
+        report = result.report
+        regression = report.regression
+        if format_ is AnalyzeFormat.json:
+            sys.stdout.write(orjson.dumps(diff_json(report), option=orjson.OPT_INDENT_2).decode() + "\n")
+        elif format_ is AnalyzeFormat.md:
+            sys.stdout.write(diff_markdown(report) + "\n")
+        else:
+            render_diff(report, _console())
+
+    _guard(body, verbose)
+    if regression:
+        typer.echo(f"error: significant regression beyond --fail-if-slower {fail_if_slower}", err=True)
+        raise typer.Exit(1)
+
+
 def _console() -> Console:
     """Reports to stdout; when it is not a terminal (a pipe, a file, CI) use a width the tables fit in."""
     console = Console(highlight=False, soft_wrap=True)

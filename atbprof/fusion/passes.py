@@ -126,6 +126,7 @@ class _Sweep:
             handoff=[h for m in members for h in m.handoff] + handoff,
             stream=members[0].stream,
             writes_params=writes,
+            origin=tuple(sorted(i for m in members for i in m.origin_ids)),
         )
         self.next_id += 1
         for m in members:
@@ -291,6 +292,7 @@ def _absorb(rule: Rule, sw: _Sweep, node: Node) -> None:
         node.params.extend(p for p in prod.params if not any(p is q for q in node.params))
         node.work = [w for w in node.work if w is not prod.work[0]]
         node.fused_from = (*node.fused_from, prod.op_type)
+        node.origin = tuple(sorted((*node.origin_ids, *prod.origin_ids)))
         sw.dropped.add(prod.id)
         absorbed = True
     if absorbed:

@@ -56,6 +56,11 @@ class Node:
     handoff: list[Lin] = field(default_factory=list)  # internal cube<->vector edges (through L2 on split cores)
     stream: int = 2
     writes_params: Lin = ZERO  # bytes written into params (KV-cache update)
+    origin: tuple[int, ...] = ()  # ids of the unfused graph's nodes this kernel executes (empty: just its own id)
+
+    @property
+    def origin_ids(self) -> tuple[int, ...]:
+        return self.origin or (self.id,)
 
     def clone(self, **changes: object) -> Node:
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -7,14 +7,12 @@ the next command.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from atbprof.analyze.report import AnalysisReport, Row
+from atbprof.render.sections import Section, render_sections, sections_markdown
 
 _KIND = {
     "decomposed_rmsnorm": "decomposed RMSNorm",
@@ -23,15 +21,6 @@ _KIND = {
     "norm_matmul": "Norm -> MatMul",
     "fused_norm": "already fused",
 }
-
-
-@dataclass
-class Section:
-    title: str
-    headers: list[str] = field(default_factory=list)
-    rows: list[list[str]] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)  # plain text (no table)
-    numeric: set[int] = field(default_factory=set)  # right-aligned columns
 
 
 def _ms(us: float) -> str:
@@ -198,44 +187,11 @@ def sections(report: AnalysisReport) -> list[Section]:
 
 
 def render_analysis(report: AnalysisReport, console: Console) -> None:
-    for sec in sections(report):
-        if sec.title == "summary":
-            console.print(f"[bold]{escape(sec.lines[0])}[/bold]")
-            continue
-        if sec.title == "next":
-            for line in sec.lines:
-                console.print(f"next: {escape(line)}")
-            continue
-        if sec.rows:
-            table = Table(title=sec.title, title_justify="left")
-            for i, h in enumerate(sec.headers):
-                table.add_column(h, justify="right" if i in sec.numeric else "left", overflow="fold")
-            for row in sec.rows:
-                table.add_row(*(escape(c) for c in row))
-            console.print(table)
-        elif sec.headers or sec.title not in ("source",):
-            console.print(f"[bold]{escape(sec.title)}[/bold]")
-        for line in sec.lines:
-            console.print(escape(line))
+    render_sections(sections(report), console)
 
 
 def analysis_markdown(report: AnalysisReport) -> str:
-    out: list[str] = []
-    for sec in sections(report):
-        if sec.title == "summary":
-            out += ["# atbprof analyze", "", f"**{sec.lines[0]}**", ""]
-            continue
-        out += [f"## {sec.title}", ""]
-        if sec.rows:
-            out.append("| " + " | ".join(sec.headers) + " |")
-            out.append("|" + "|".join("---:" if i in sec.numeric else "---" for i in range(len(sec.headers))) + "|")
-            out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in sec.rows]
-            out.append("")
-        if sec.title == "next":
-            out += ["```", *sec.lines, "```", ""]
-        elif sec.lines:
-            out += [*sec.lines, ""]
-    return "\n".join(out)
+    return sections_markdown(sections(report), "atbprof analyze")
 
 
 def analysis_json(report: AnalysisReport) -> dict[str, Any]:

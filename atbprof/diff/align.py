@@ -1,0 +1,250 @@
+"""Matching any two inputs: align the op-type sequences of each paired step, stream by stream.
+
+The alignment (difflib's longest-matching-blocks, on op types after `--map` renames) gives equal runs (1:1
+groups) and edit blocks. In an edit block a known fusion is one edit: a new op whose type is a fused kernel
+(`fused_from` in the new profile, a chain of atbprof/data/fusion_rules.yaml, or a name made of the replaced types
+in order, e.g. Add + RmsNorm -> AddRmsNorm) takes the contiguous run of base ops it replaces (and the reverse is a
+split). What is left is grouped by op type + input shapes, then op type (msprof-analyze KernelCompare's key); the
+rest is removed / added. Steps with identical sequences reuse one alignment, so a long trace costs one per shape.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from atbprof.diff.groups import GroupInfo, Matching, pair_frames, structure_of
+from atbprof.diff.measure import Side
+from atbprof.errors import InputError
+
+MAX_FUSED = 12  # longest base chain one fused kernel may replace
+
+
+@lru_cache(maxsize=1)
+def _rule_chains() -> dict[str, tuple[tuple[str, ...], ...]]:
+    """fused op type -> the op-type chains it replaces, from the fusion rules."""
+    from atbprof.fusion.rules import load_rules
+
+    out: dict[str, list[tuple[str, ...]]] = {}
+    for rule in load_rules().rules.values():
+        for pat in rule.patterns:
+            names = {pat.fused} if isinstance(pat.fused, str) else set(pat.fused.values())
+            names |= set(pat.fused_by_soc.values())
+            for name in names:
+                if "{" not in name:
+                    out.setdefault(name, []).append(tuple(pat.ops))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _type_ok(want: str, have: str) -> bool:
+    return any(have == w or (w.endswith("*") and have.startswith(w[:-1])) for w in want.split("|"))
+
+
+def _named_after(fused: str, parts: tuple[str, ...]) -> bool:
+    """Is `fused` named after `parts` in order (AddRmsNorm <- Add, RmsNorm)?"""
+    if len(parts) < 2:
+        return False
+    at = 0
+    for p in parts:
+        found = fused.find(p, at)
+        if found < 0:
+            return False
+        at = found + len(p)
+    return True
+
+
+@dataclass
+class _Vocab:
+    names: list[str] = field(default_factory=list)
+    code: dict[str, int] = field(default_factory=dict)
+
+    def get(self, name: str) -> int:
+        if name not in self.code:
+            self.code[name] = len(self.names)
+            self.names.append(name)
+        return self.code[name]
+
+
+@dataclass(frozen=True)
+class _Local:
+    base: tuple[int, ...]  # positions in the base sequence
+    new: tuple[int, ...]
+
+
+class _Aligner:
+    def __init__(self, vocab: _Vocab, fused_from: dict[str, tuple[str, ...]]) -> None:
+        self.vocab = vocab
+        self.fused_from = fused_from
+        self.cache: dict[tuple[bytes, bytes, bytes, bytes], tuple[int, list[_Local]]] = {}
+
+    def chains(self, fused: str) -> list[tuple[str, ...]]:
+        out = list(_rule_chains().get(fused, ()))
+        if fused in self.fused_from:
+            out.insert(0, self.fused_from[fused])
+        return out
+
+    def _fits(self, fused: str, types: list[str]) -> bool:
+        if any(
+            len(c) == len(types) and all(_type_ok(w, t) for w, t in zip(c, types, strict=True))
+            for c in self.chains(fused)
+        ):
+            return True
+        return _named_after(fused, tuple(types))
+
+    def align(self, a: np.ndarray, b: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> tuple[int, list[_Local]]:
+        key = (a.tobytes(), b.tobytes(), sa.tobytes(), sb.tobytes())
+        hit = self.cache.get(key)
+        if hit is None:
+            hit = (len(self.cache), self._align(a.tolist(), b.tolist(), sa.tolist(), sb.tolist()))
+            self.cache[key] = hit
+        return hit
+
+    def _align(self, a: list[int], b: list[int], sa: list[int], sb: list[int]) -> list[_Local]:
+        out: list[_Local] = []
+        sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+        for tag, i1, i2, j1, j2 in sm.get_opcodes():
+            if tag == "equal":
+                out.extend(_Local((i1 + k,), (j1 + k,)) for k in range(i2 - i1))
+            else:
+                out.extend(self._edit(a, b, sa, sb, list(range(i1, i2)), list(range(j1, j2))))
+        return out
+
+    def _edit(
+        self, a: list[int], b: list[int], sa: list[int], sb: list[int], ia: list[int], ib: list[int]
+    ) -> list[_Local]:
+        names = self.vocab.names
+        out: list[_Local] = []
+        used_a: set[int] = set()
+        used_b: set[int] = set()
+        # fusions (one new kernel <- a contiguous base run) and splits (the reverse)
+        for one, many, a_is_one in ((ib, ia, False), (ia, ib, True)):
+            used_one, used_many = (used_a, used_b) if a_is_one else (used_b, used_a)
+            seq_one, seq_many = (a, b) if a_is_one else (b, a)
+            for j in one:
+                if j in used_one:
+                    continue
+                fused = names[seq_one[j]]
+                free = [i for i in many if i not in used_many]
+                hit = None
+                for start in range(len(free)):
+                    for length in range(min(MAX_FUSED, len(free) - start), 1, -1):
+                        run = free[start : start + length]
+                        if run[-1] - run[0] != length - 1:
+                            continue
+                        if self._fits(fused, [names[seq_many[i]] for i in run]):
+                            hit = run
+                            break
+                    if hit:
+                        break
+                if hit:
+                    used_one.add(j)
+                    used_many.update(hit)
+                    out.append(_Local((j,), tuple(hit)) if a_is_one else _Local(tuple(hit), (j,)))
+        # then 1:1 by (type, shape), then by type
+        for keyed in (True, False):
+            waiting: dict[tuple[int, int], list[int]] = {}
+            for j in ib:
+                if j not in used_b:
+                    waiting.setdefault((b[j], sb[j] if keyed else -1), []).append(j)
+            for i in ia:
+                if i in used_a:
+                    continue
+                queue = waiting.get((a[i], sa[i] if keyed else -1))
+                if queue:
+                    j = queue.pop(0)
+                    used_a.add(i)
+                    used_b.add(j)
+                    out.append(_Local((i,), (j,)))
+        out.extend(_Local((i,), ()) for i in ia if i not in used_a)
+        out.extend(_Local((), (j,)) for j in ib if j not in used_b)
+        return out
+
+
+def _fused_from(side: Side) -> dict[str, tuple[str, ...]]:
+    """op type -> the op types it replaced, from the profile's `fused_from` column (runs of ours)."""
+    ops = side.profile.ops
+    if "fused_from" not in ops.column_names or ops.column("fused_from").null_count == ops.num_rows:
+        return {}
+    out: dict[str, tuple[str, ...]] = {}
+    types = ops.column("op_type").to_pylist()
+    for t, ff in zip(types, ops.column("fused_from").to_pylist(), strict=True):
+        if ff and t not in out:
+            out[t] = tuple(ff)
+    return out
+
+
+def match_aligned(base: Side, new: Side, name_map: dict[str, str]) -> Matching:
+    vocab = _Vocab()
+    b_codes, b_names = base.codes("op_type")
+    n_codes, n_names = new.codes("op_type")
+    b_lut = np.array([vocab.get(name_map.get(t, t)) for t in b_names] + [vocab.get("(unknown)")], dtype=np.int64)
+    n_lut = np.array([vocab.get(t) for t in n_names] + [vocab.get("(unknown)")], dtype=np.int64)
+    bt, nt = b_lut[b_codes], n_lut[n_codes]
+    if not np.intersect1d(bt, nt).size and len(bt) and len(nt):
+        raise InputError(
+            f"{base.profile.source} and {new.profile.source} have no op type in common: they are not runs of one "
+            "model on comparable software. If kernels were renamed, map them with --map OLD=NEW"
+        )
+    shapes = _Vocab()
+    sb_codes, sb_names = base.codes("input_shapes")
+    sn_codes, sn_names = new.codes("input_shapes")
+    sb_lut = np.array([shapes.get(s) for s in sb_names] + [-1], dtype=np.int64)
+    sn_lut = np.array([shapes.get(s) for s in sn_names] + [-1], dtype=np.int64)
+    b_shape, n_shape = sb_lut[sb_codes], sn_lut[sn_codes]
+    pairs, how = pair_frames(base.charges.frame_step, new.charges.frame_step, base.frame_phase, new.frame_phase)
+    # fused kernels of either side (a base kernel that the new side splits is one of the base's)
+    aligner = _Aligner(vocab, _fused_from(base) | _fused_from(new))
+    base_group = np.full(len(bt), -1, dtype=np.int64)
+    new_group = np.full(len(nt), -1, dtype=np.int64)
+    b_stream, n_stream = base.per_op("stream_id"), new.per_op("stream_id")
+    b_bounds = np.append(base.charges.frame_starts, len(bt))
+    n_bounds = np.append(new.charges.frame_starts, len(nt))
+    templates: dict[tuple[int, int], int] = {}
+    groups: list[GroupInfo] = []
+    b_shape_names, n_shape_names = [*sb_names, ""], [*sn_names, ""]
+    for fa, fb in pairs.tolist():
+        ra = np.arange(b_bounds[fa], b_bounds[fa + 1])
+        rb = np.arange(n_bounds[fb], n_bounds[fb + 1])
+        for pa_, pb_ in _stream_pairs(b_stream[ra], n_stream[rb]):
+            oa, ob = ra[pa_], rb[pb_]
+            aid, locals_ = aligner.align(bt[oa], nt[ob], b_shape[oa], n_shape[ob])
+            for k, loc in enumerate(locals_):
+                gid = templates.get((aid, k))
+                if gid is None:
+                    gid = templates[(aid, k)] = len(groups)
+                    btypes = tuple(vocab.names[bt[oa[i]]] for i in loc.base)
+                    ntypes = tuple(vocab.names[nt[ob[j]]] for j in loc.new)
+                    first = oa[loc.base[0]] if loc.base else None
+                    shape = (
+                        b_shape_names[sb_codes[first]] if first is not None else n_shape_names[sn_codes[ob[loc.new[0]]]]
+                    )
+                    groups.append(GroupInfo(btypes, ntypes, structure_of(btypes, ntypes), "", -2, "", "", shape or ""))
+                base_group[oa[list(loc.base)]] = gid
+                new_group[ob[list(loc.new)]] = gid
+    notes = (f"steps paired {how}", f"{len(aligner.cache)} distinct step alignments")
+    return Matching("alignment", base_group, new_group, groups, pairs, notes)
+
+
+def _stream_pairs(sa: np.ndarray, sb: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Positions per stream, paired: streams with the same id, then the rest by op count (busiest first)."""
+    ids_a, counts_a = np.unique(sa, return_counts=True)
+    ids_b, counts_b = np.unique(sb, return_counts=True)
+    common = [int(s) for s in np.intersect1d(ids_a, ids_b)]
+    rest_a = [
+        int(s)
+        for s, _ in sorted(zip(ids_a.tolist(), counts_a.tolist(), strict=True), key=lambda x: -x[1])
+        if s not in common
+    ]
+    rest_b = [
+        int(s)
+        for s, _ in sorted(zip(ids_b.tolist(), counts_b.tolist(), strict=True), key=lambda x: -x[1])
+        if s not in common
+    ]
+    out = [(np.flatnonzero(sa == s), np.flatnonzero(sb == s)) for s in common]
+    out += [(np.flatnonzero(sa == x), np.flatnonzero(sb == y)) for x, y in zip(rest_a, rest_b, strict=False)]
+    out += [(np.flatnonzero(sa == x), np.zeros(0, np.int64)) for x in rest_a[len(rest_b) :]]
+    out += [(np.zeros(0, np.int64), np.flatnonzero(sb == y)) for y in rest_b[len(rest_a) :]]
+    return out

@@ -1,0 +1,220 @@
+"""`diff(base, new)`: what changed between two runs or profiles, op by op and in total, with statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from atbprof.analyze.patterns import load_patterns
+from atbprof.diff.align import match_aligned
+from atbprof.diff.graphs import match_runs
+from atbprof.diff.groups import Matching
+from atbprof.diff.headline import categories, headline
+from atbprof.diff.measure import Side, measure
+from atbprof.diff.report import By, DiffReport, DiffRow, DiffSide, Headline
+from atbprof.diff.report import Matching as MatchingSummary
+from atbprof.diff.rows import diff_rows
+from atbprof.errors import InputError
+from atbprof.importers.base import Profile
+
+DEFAULT_THRESHOLD_PCT = 1.0
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    report: DiffReport
+    base: Side
+    new: Side
+    matching: Matching
+
+    def step_pairs(self) -> list[tuple[int, int]]:
+        """(base step, new step) of every compared pair, for the combined trace."""
+        fb, fn = self.base.charges.frame_step, self.new.charges.frame_step
+        return [(int(fb[a]), int(fn[b])) for a, b in self.matching.pairs.tolist()]
+
+
+def _side(s: Side) -> DiffSide:
+    return DiffSide(
+        kind=s.profile.kind,
+        path=s.profile.source,
+        name=s.name,
+        ops=s.profile.ops.num_rows,
+        steps=len(s.frame_phase),
+        phases=list(dict.fromkeys(s.frame_phase)),
+    )
+
+
+def _phases_text(s: Side) -> str:
+    steps = s.charges.frame_step
+    if not len(steps):
+        return "no steps (no ops)"
+    counts = {p: s.frame_phase.count(p) for p in dict.fromkeys(s.frame_phase)}
+    return f"steps {int(steps.min())}..{int(steps.max())} (" + ", ".join(f"{v} {k}" for k, v in counts.items()) + ")"
+
+
+def parse_name_map(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        old, sep, new = item.partition("=")
+        if not sep or not old or not new:
+            raise InputError(f"--map {item!r}: expected OLD=NEW (a base op type and the new op type it became)")
+        out[old] = new
+    return out
+
+
+def diff(
+    base: Profile,
+    new: Profile,
+    *,
+    by: By = "op-type",
+    top: int = 20,
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+    fail_if_slower_pct: float | None = None,
+    name_map: dict[str, str] | None = None,
+    patterns_file: str | None = None,
+) -> DiffResult:
+    """Compare `new` against `base` (any two profiles). Pure: the profiles are not modified."""
+    patterns = load_patterns(patterns_file)
+    a, b = measure(base, patterns), measure(new, patterns)
+    for s in (a, b):
+        if not len(s.frame_phase):
+            raise InputError(f"{s.profile.source}: no ops to compare (an empty profile)")
+    m = match_runs(a, b) if a.ours and b.ours and not name_map else None
+    if m is None:
+        m = match_aligned(a, b, name_map or {})
+    if not len(m.pairs):
+        raise InputError(
+            f"no common steps: {base.source} has {_phases_text(a)}, {new.source} has {_phases_text(b)}. "
+            "Compare inputs that record the same phase (e.g. both with decode steps) - re-run or re-profile one "
+            "so that both cover it"
+        )
+    phases_b = np.array([a.frame_phase[i] for i in m.pairs[:, 0]], dtype=object)
+    scope = "decode" if (phases_b == "decode").any() else str(phases_b[0])
+    scope_pairs = m.pairs[phases_b == scope]
+    head = headline(a, b, m.pairs, scope, threshold_pct)
+    cats = categories(a, b, scope_pairs, threshold_pct)
+    rows = diff_rows(a, b, m, scope_pairs, by, threshold_pct)
+    summary = _matching_summary(a, b, m, scope, scope_pairs, rows)
+    regression = _regression(head, fail_if_slower_pct)
+    notes = list(m.notes)
+    if not a.tokens_known or not b.tokens_known:
+        notes.append("tokens/s assumes one token per step where the profile does not record the batch")
+    if scope != "decode":
+        notes.append(f"no decode steps in common: figures are per step of phase '{scope}'")
+    assumptions = [
+        "delta = new - base: negative is faster; saved = base - new",
+        f"time per group = kernel time + the device idle wait before it (launch/wait), per step of '{scope}'",
+        f"significant = the 95 % interval of the difference excludes 0 and |change| >= {threshold_pct:g} % "
+        "(steps paired; a single step a side: beyond the threshold and 3x the per-step noise)",
+        f"base categories: {a.categories_rule}",
+    ]
+    if b.categories_rule != a.categories_rule:
+        assumptions.append(f"new categories: {b.categories_rule}")
+    report = DiffReport(
+        base=_side(a),
+        new=_side(b),
+        summary=_summary(a, b, head, rows),
+        headline=head,
+        categories=cats,
+        by=by,
+        rows=rows[: max(top, 1)],
+        matching=summary,
+        threshold_pct=threshold_pct,
+        assumptions=assumptions,
+        notes=notes,
+        regression=regression,
+    )
+    return DiffResult(report, a, b, m)
+
+
+def parse_percent(text: str, option: str) -> float:
+    """'2%' or '2' -> 2.0."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise InputError(f"{option} {text!r}: expected a percentage such as 2% or 0.5") from None
+    if value < 0:
+        raise InputError(f"{option} {text!r}: must not be negative")
+    return value
+
+
+def diff_paths(
+    base: Path,
+    new: Path,
+    *,
+    trace: Path | None = None,
+    force: bool = False,
+    **options: object,
+) -> DiffResult:
+    """Load both inputs, diff them and, with `trace`, write both side by side (aligned per step) as one trace."""
+    from atbprof.importers import load_profile
+
+    result = diff(load_profile(base), load_profile(new), **options)  # type: ignore[arg-type]
+    if trace is not None:
+        from atbprof.writers.diff_trace import write_diff_trace
+
+        written = write_diff_trace(
+            result.base.profile,
+            result.new.profile,
+            result.step_pairs(),
+            trace,
+            labels=(f"base: {result.base.name}", f"new: {result.new.name}"),
+            force=force,
+        )
+        note = f"trace: {written.path} ({len(written.pairs)} step pairs side by side)"
+        if written.note:
+            note += f"; {written.note}"
+        result.report.notes.append(note)
+    return result
+
+
+def _matching_summary(
+    a: Side, b: Side, m: Matching, scope: str, scope_pairs: np.ndarray, rows: list[DiffRow]
+) -> MatchingSummary:
+    fb = np.zeros(len(a.frame_phase), dtype=bool)
+    fn = np.zeros(len(b.frame_phase), dtype=bool)
+    fb[m.pairs[:, 0]] = True
+    fn[m.pairs[:, 1]] = True
+    in_b, in_n = fb[a.charges.frame_of_op], fn[b.charges.frame_of_op]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.classification] = counts.get(r.classification, 0) + 1
+    return MatchingSummary(
+        method=m.method,
+        pairs=len(m.pairs),
+        scope=scope,
+        scope_pairs=len(scope_pairs),
+        base_matched_ops=int((in_b & (m.base_group >= 0)).sum()),
+        new_matched_ops=int((in_n & (m.new_group >= 0)).sum()),
+        base_unmatched_ops=int((in_b & (m.base_group < 0)).sum()),
+        new_unmatched_ops=int((in_n & (m.new_group < 0)).sum()),
+        base_unpaired_steps=int((~fb).sum()),
+        new_unpaired_steps=int((~fn).sum()),
+        counts=counts,
+    )
+
+
+def _regression(head: Headline, limit: float | None) -> bool:
+    if limit is None:
+        return False
+    return any(
+        f is not None and f.significant and f.delta_pct is not None and f.delta_pct > limit
+        for f in (head.decode_ms_per_token, head.ttft_ms)
+    )
+
+
+def _summary(a: Side, b: Side, head: Headline, rows: list[DiffRow]) -> str:
+    parts = [f"{a.name} -> {b.name}"]
+    f = head.decode_ms_per_token
+    if f is not None:
+        sig = "significant" if f.significant else "not significant"
+        pct = f"{f.delta_pct:+.1f} %" if f.delta_pct is not None else "n/a"
+        parts.append(f"decode {f.base:.2f} -> {f.new:.2f} ms/token ({pct}, {sig})")
+    fused = [r for r in rows if r.classification == "fused"]
+    if fused:
+        n = sum(r.instances_per_step for r in fused)
+        saved = -sum(r.delta_us for r in fused) / 1e3
+        parts.append(f"{n:g} fused groups per step save {saved:.2f} ms")
+    return "; ".join(parts)

@@ -1,0 +1,97 @@
+"""One side of a diff: the profile's ops charged on the device timeline, its step frames and their categories.
+
+Built once per input from the same pieces `atbprof analyze` uses (atbprof/analyze/charges.py, categories.py), so
+a diff's base and new figures equal what `analyze` reports for each input alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from atbprof.analyze.categories import CATEGORY_NAMES, ROLES_RULE, by_blocks, by_roles
+from atbprof.analyze.charges import Charges, charge
+from atbprof.analyze.detect import detect_kernels
+from atbprof.analyze.patterns import PatternSet
+from atbprof.analyze.view import OpView, has_values, int_column
+from atbprof.importers.base import Profile
+
+OTHER = CATEGORY_NAMES.index("other")
+
+
+@dataclass(frozen=True)
+class Side:
+    """A profile prepared for diffing. Per-op arrays are in timeline order (`charges.order` maps to the view)."""
+
+    profile: Profile
+    view: OpView
+    charges: Charges
+    category: np.ndarray  # per op: index into CATEGORY_NAMES
+    categories_rule: str
+    frame_phase: list[str]  # per frame
+    frame_tokens: np.ndarray  # tokens produced per frame (batch size in decode; 1 when the profile does not say)
+    frame_category_ns: np.ndarray  # frames x categories: charged time, the frame's host overhead in `other`
+    tokens_known: bool
+
+    @property
+    def name(self) -> str:
+        meta = self.profile.meta
+        return str(meta.get("name")) if self.profile.kind == "atbprof-run" and meta.get("name") else self.profile.source
+
+    @property
+    def ours(self) -> bool:
+        return self.profile.kind == "atbprof-run" and has_values(self.profile.ops, "node_id")
+
+    def frames_of(self, phase: str) -> np.ndarray:
+        """Frame numbers of a phase (`all`: every frame)."""
+        if phase == "all":
+            return np.arange(len(self.frame_phase))
+        return np.flatnonzero(np.array(self.frame_phase, dtype=object) == phase)
+
+    def per_op(self, column: str, fill: int = -1) -> np.ndarray:
+        """An integer column per op, timeline order."""
+        return self.charges.tl(self.view.ints(column, fill=fill))
+
+    def codes(self, column: str) -> tuple[np.ndarray, list[str]]:
+        """Dictionary codes of a string column per op (timeline order) and the values."""
+        codes, names = self.view.codes(column)
+        return self.charges.tl(codes), names
+
+
+def measure(profile: Profile, patterns: PatternSet) -> Side:
+    view = OpView.build(profile.ops)
+    ch = charge(view, profile.steps)
+    if has_values(profile.ops, "role"):
+        category, rule = by_roles(view), ROLES_RULE
+    else:
+        category, rule = by_blocks(view, patterns, detect_kernels(profile.ops, patterns, None, view=view))
+    category = ch.tl(category)
+    n_frames = len(ch.frame_starts)
+    frame_of_op = ch.frame_of_op
+    k = len(CATEGORY_NAMES)
+    per = np.bincount(frame_of_op * k + category, weights=ch.charged, minlength=n_frames * k).reshape(n_frames, k)
+    per[:, OTHER] += ch.overhead
+    phases = [ch.phase_names[c] for c in ch.frame_phase.tolist()]
+    tokens = np.ones(n_frames, dtype=np.float64)
+    known = False
+    if profile.steps is not None and profile.steps.num_rows and "tokens" in profile.steps.column_names:
+        s_step = int_column(profile.steps, "step")
+        s_tok = int_column(profile.steps, "tokens", 1)
+        at = np.minimum(np.searchsorted(s_step, ch.frame_step), len(s_step) - 1)
+        ok = s_step[at] == ch.frame_step
+        batch = _batch(profile)
+        # a prefill step yields one token per sequence; a decode step processes (and yields) one per sequence
+        per_step = np.where(np.array(phases, dtype=object) == "prefill", batch, s_tok[at])
+        tokens = np.where(ok, per_step, 1).astype(np.float64)
+        known = bool(ok.all())
+    return Side(profile, view, ch, category, rule, phases, tokens, per, known)
+
+
+def _batch(profile: Profile) -> int:
+    cfg = profile.meta.get("config")
+    if isinstance(cfg, dict):
+        workload = cfg.get("workload")
+        if isinstance(workload, dict) and isinstance(workload.get("batch_size"), int):
+            return int(workload["batch_size"])
+    return 1

@@ -1,0 +1,121 @@
+"""The diff report: a documented JSON contract (`atbprof diff --format json`) and what the renderers draw.
+
+Sign convention everywhere: delta = new - base, so a negative time delta is faster; `saved_ms` = base - new.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DIFF_SCHEMA_VERSION = "1"
+Classification = Literal["added", "removed", "fused", "split", "faster", "slower", "unchanged"]
+By = Literal["op-type", "category", "layer", "role", "shape"]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Distribution(_M):
+    n: int = Field(description="steps measured")
+    mean: float
+    sd: float
+    p10: float
+    p50: float
+    p90: float
+
+
+class Figure(_M):
+    """One headline figure, base -> new, with the confidence interval of the difference."""
+
+    unit: str
+    base: float
+    new: float
+    delta: float = Field(description="new - base")
+    delta_pct: float | None
+    ci_low: float | None = Field(description="95 % interval of delta; null with a single step a side")
+    ci_high: float | None
+    significant: bool
+    method: str = Field(description="paired-t | welch-t | single | exact")
+    base_steps: Distribution
+    new_steps: Distribution
+
+
+class Headline(_M):
+    decode_ms_per_token: Figure | None = Field(description="mean decode step wall (or per step, see scope)")
+    ttft_ms: Figure | None = Field(description="prefill step wall (runs of ours: run start to first token)")
+    tokens_per_s: Figure | None
+
+
+class Category(_M):
+    name: str
+    base_ms: float = Field(description="per step of the scope (per token in decode)")
+    new_ms: float
+    saved_ms: float = Field(description="base - new")
+    delta_pct: float | None
+    ci_low: float | None = Field(description="95 % interval of new - base (ms)")
+    ci_high: float | None
+    significant: bool
+
+
+class DiffRow(_M):
+    name: str = Field(description="the group key: 'Add + RmsNorm (2 kernels) -> AddRmsNorm', an op type, a layer...")
+    classification: Classification
+    base_types: list[str] = Field(description="op types of one base instance (structural rows)")
+    new_types: list[str]
+    rule: str = Field(description="fusion rule that explains a fused/split row, if known")
+    instances_per_step: float = Field(description="matched groups per step (per token in decode)")
+    base_ops_per_step: float
+    new_ops_per_step: float
+    base_us: float = Field(description="time charged per step: kernel + the idle wait before it")
+    new_us: float
+    delta_us: float = Field(description="new - base, per step")
+    delta_pct: float | None
+    ci_low_us: float | None
+    ci_high_us: float | None
+    significant: bool
+    base_kernel_us: float = Field(description="kernel time per step")
+    new_kernel_us: float
+    wait_delta_us: float = Field(description="the part of delta_us that is launch/wait time, not kernel time")
+    per_instance_delta_us: float | None
+
+
+class DiffSide(_M):
+    kind: str
+    path: str
+    name: str
+    ops: int
+    steps: int
+    phases: list[str]
+
+
+class Matching(_M):
+    method: str = Field(description="graph (runs of ours: exact) | alignment (op sequences per stream and step)")
+    pairs: int = Field(description="step pairs compared")
+    scope: str = Field(description="phase the rows and categories cover (decode = per token)")
+    scope_pairs: int
+    base_matched_ops: int
+    new_matched_ops: int
+    base_unmatched_ops: int = Field(description="ops of compared steps in no group (0 for the graph matcher)")
+    new_unmatched_ops: int
+    base_unpaired_steps: int
+    new_unpaired_steps: int
+    counts: dict[str, int] = Field(description="rows per classification")
+
+
+class DiffReport(_M):
+    schema_version: str = DIFF_SCHEMA_VERSION
+    base: DiffSide
+    new: DiffSide
+    summary: str
+    headline: Headline
+    categories: list[Category]
+    by: By
+    rows: list[DiffRow]
+    matching: Matching
+    threshold_pct: float = Field(description="noise threshold: smaller changes are 'unchanged'")
+    assumptions: list[str]
+    notes: list[str]
+    regression: bool = Field(description="a significant slowdown of decode per token or TTFT beyond fail_if_slower")

@@ -1,0 +1,112 @@
+"""Rows of a diff: matched groups summed per step and aggregated by a key (`--by`), each classified as added,
+removed, fused, split, faster, slower or unchanged (HTA's vocabulary plus fused/split)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from atbprof.diff.groups import GroupInfo, Matching
+from atbprof.diff.measure import Side
+from atbprof.diff.report import By, DiffRow
+from atbprof.diff.stats import compare
+
+
+def row_key(g: GroupInfo, by: By) -> str:
+    if by == "category":
+        return g.category
+    if by == "layer":
+        return {-1: "model-level", -2: "(unknown layer)"}.get(g.layer, f"layer {g.layer}")
+    if by == "role":
+        return g.roles or "(no role)"
+    if by == "shape":
+        return f"{g.label()} [{g.shape}]" if g.shape else g.label()
+    return g.label()
+
+
+def _sums(
+    side: Side, group: np.ndarray, pair_of_frame: np.ndarray, row_of_group: np.ndarray, n_pairs: int, n_rows: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(charged, kernel, count) per (pair, row), shape pairs x rows, and the (pair, group) keys present."""
+    pair = pair_of_frame[side.charges.frame_of_op]
+    ok = (pair >= 0) & (group >= 0)
+    p, g = pair[ok], group[ok]
+    idx = p * n_rows + row_of_group[g]
+    size = n_pairs * n_rows
+    charged = np.bincount(idx, weights=side.charges.charged[ok], minlength=size).reshape(n_pairs, n_rows)
+    kernel = np.bincount(idx, weights=side.charges.dur[ok], minlength=size).reshape(n_pairs, n_rows)
+    count = np.bincount(idx, minlength=size).reshape(n_pairs, n_rows).astype(np.float64)
+    return charged, kernel, count, p * len(row_of_group) + g
+
+
+def diff_rows(base: Side, new: Side, m: Matching, scope_pairs: np.ndarray, by: By, threshold: float) -> list[DiffRow]:
+    n_pairs, n_groups = len(scope_pairs), len(m.groups)
+    if not n_pairs or not n_groups:
+        return []
+    pb = np.full(len(base.charges.frame_starts), -1, dtype=np.int64)
+    pn = np.full(len(new.charges.frame_starts), -1, dtype=np.int64)
+    pb[scope_pairs[:, 0]] = np.arange(n_pairs)
+    pn[scope_pairs[:, 1]] = np.arange(n_pairs)
+    keys = [row_key(g, by) for g in m.groups]
+    names = list(dict.fromkeys(keys))
+    position = {k: i for i, k in enumerate(names)}
+    row_of_group = np.array([position[k] for k in keys], dtype=np.int64)
+    n_rows = len(names)
+    cb, kb, nb, keys_b = _sums(base, m.base_group, pb, row_of_group, n_pairs, n_rows)
+    cn, kn, nn, keys_n = _sums(new, m.new_group, pn, row_of_group, n_pairs, n_rows)
+    # instances: distinct (pair, group) present on either side
+    present = np.unique(np.concatenate([keys_b, keys_n]))
+    used_groups = np.unique(present % n_groups)
+    instances = np.bincount(
+        (present // n_groups) * n_rows + row_of_group[present % n_groups], minlength=n_pairs * n_rows
+    ).reshape(n_pairs, n_rows)
+    series = {"cb": cb, "cn": cn, "kb": kb, "kn": kn, "nb": nb, "nn": nn, "inst": instances}
+    structures: list[set[str]] = [set() for _ in range(n_rows)]
+    members: list[GroupInfo | None] = [None] * n_rows
+    for g in used_groups.tolist():
+        info = m.groups[g]
+        structures[row_of_group[g]].add(info.structure)
+        members[row_of_group[g]] = members[row_of_group[g]] or info
+    rows = []
+    for r, name in enumerate(names):
+        info = members[r]
+        if info is None:
+            continue
+        c = compare(series["cb"][:, r] / 1e3, series["cn"][:, r] / 1e3, paired=True, threshold_pct=threshold)
+        inst = float(series["inst"][:, r].mean())
+        structural = {s for s in structures[r] if s not in ("same", "replaced")}
+        if len(structures[r]) == 1 and structural:
+            klass = structural.pop()
+        elif structures[r] == {"replaced"} and len(info.base_types) != len(info.new_types):
+            klass = "fused" if len(info.new_types) < len(info.base_types) else "split"
+        elif c.significant:
+            klass = "faster" if c.delta < 0 else "slower"
+        else:
+            klass = "unchanged"
+        kb_us, kn_us = float(series["kb"][:, r].mean()) / 1e3, float(series["kn"][:, r].mean()) / 1e3
+        single = len(structures[r]) == 1
+        rows.append(
+            DiffRow(
+                name=name,
+                classification=klass,  # type: ignore[arg-type]
+                base_types=list(info.base_types) if single else [],
+                new_types=list(info.new_types) if single else [],
+                rule=info.rule if single else "",
+                instances_per_step=round(inst, 3),
+                base_ops_per_step=round(float(series["nb"][:, r].mean()), 3),
+                new_ops_per_step=round(float(series["nn"][:, r].mean()), 3),
+                base_us=round(c.base, 3),
+                new_us=round(c.new, 3),
+                delta_us=round(c.delta, 3),
+                delta_pct=None if c.delta_pct is None else round(c.delta_pct, 2),
+                ci_low_us=None if c.ci_low is None else round(c.ci_low, 3),
+                ci_high_us=None if c.ci_high is None else round(c.ci_high, 3),
+                significant=c.significant,
+                base_kernel_us=round(kb_us, 3),
+                new_kernel_us=round(kn_us, 3),
+                wait_delta_us=round(c.delta - (kn_us - kb_us), 3),
+                per_instance_delta_us=round(c.delta / inst, 3) if inst else None,
+            )
+        )
+    order = {"fused": 0, "split": 1, "removed": 2, "added": 3, "slower": 4, "faster": 5, "unchanged": 6}
+    rows.sort(key=lambda row: (order[row.classification], -abs(row.delta_us), row.name))
+    return rows

@@ -1,0 +1,179 @@
+"""`atbprof diff` output: a rich terminal report and its Markdown and JSON twins (the same content).
+
+Direction is always base -> new and delta = new - base: a negative time delta is faster (green), a significant
+positive one is a regression (red).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from atbprof.diff.report import DiffReport, Figure
+from atbprof.render.sections import Section, render_sections, sections_markdown
+
+_CATEGORY = {
+    "attention": "Attention (with its norm)",
+    "ffn": "FFN (with its norm)",
+    "other": "other (sampling, KV-cache management, host)",
+    "communication": "communication",
+    "per-token total": "total",
+}
+_FIGURES = (("decode_ms_per_token", "decode ms/token"), ("ttft_ms", "TTFT ms"), ("tokens_per_s", "tokens/s"))
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.2f} %"
+
+
+def _ci(lo: float | None, hi: float | None, fmt: str = "{:+.3f}") -> str:
+    return "-" if lo is None or hi is None else f"[{fmt.format(lo)}, {fmt.format(hi)}]"
+
+
+def _style(delta: float, significant: bool, more_is_better: bool = False) -> str:
+    if not significant or delta == 0:
+        return ""
+    worse = delta < 0 if more_is_better else delta > 0
+    return "bold red" if worse else "green"
+
+
+def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Section]:
+    per = "per token" if report.matching.scope == "decode" else f"per {report.matching.scope} step"
+    out = [Section("summary", lines=[report.summary])]
+    out.append(
+        Section(
+            "inputs",
+            lines=[
+                f"base: {report.base.path} ({report.base.kind}, {report.base.ops:,} ops, {report.base.steps} steps)",
+                f"new:  {report.new.path} ({report.new.kind}, {report.new.ops:,} ops, {report.new.steps} steps)",
+            ],
+        )
+    )
+    head = Section(
+        "headline (base -> new; delta = new - base, negative = less time)",
+        ["", "base", "new", "delta", "delta %", "95 % CI of delta", "significant", "method"],
+        numeric={1, 2, 3, 4},
+    )
+    for key, label in _FIGURES:
+        f: Figure | None = getattr(report.headline, key)
+        if f is None:
+            continue
+        head.rows.append(
+            [
+                label,
+                f"{f.base:,.3f}",
+                f"{f.new:,.3f}",
+                f"{f.delta:+,.3f}",
+                _pct(f.delta_pct),
+                _ci(f.ci_low, f.ci_high),
+                "yes" if f.significant else "no",
+                f.method,
+            ]
+        )
+        head.row_styles.append(_style(f.delta, f.significant, more_is_better=key == "tokens_per_s"))
+    out.append(head)
+    cats = Section(
+        f"where the time went, ms {per} (seed 000's table)",
+        ["", "base", "new", "saved", "delta %", "95 % CI of delta", "significant"],
+        numeric={1, 2, 3, 4},
+    )
+    for c in report.categories:
+        cats.rows.append(
+            [
+                _CATEGORY.get(c.name, c.name),
+                f"{c.base_ms:,.2f}",
+                f"{c.new_ms:,.2f}",
+                f"{c.saved_ms:+,.2f}",
+                _pct(c.delta_pct),
+                _ci(c.ci_low, c.ci_high),
+                "yes" if c.significant else "no",
+            ]
+        )
+        cats.row_styles.append(_style(-c.saved_ms, c.significant))
+    out.append(cats)
+    dist = Section(
+        "per-step distributions (ms)",
+        ["", "side", "steps", "mean", "sd", "p10", "p50", "p90"],
+        numeric={2, 3, 4, 5, 6, 7},
+    )
+    for key, label in _FIGURES[:2]:
+        f = getattr(report.headline, key)
+        if f is None:
+            continue
+        for side, d in (("base", f.base_steps), ("new", f.new_steps)):
+            dist.rows.append(
+                [
+                    label,
+                    side,
+                    str(d.n),
+                    f"{d.mean:,.3f}",
+                    f"{d.sd:.4f}",
+                    f"{d.p10:,.3f}",
+                    f"{d.p50:,.3f}",
+                    f"{d.p90:,.3f}",
+                ]
+            )
+    out.append(dist)
+    rows = Section(
+        f"changes by {report.by} (µs {per}; 'wait' = the part of delta that is launch/wait, not kernel)",
+        ["", "change", "instances", "base", "new", "delta", "each", "wait", "95 % CI", "rule"],
+        numeric={2, 3, 4, 5, 6, 7},
+    )
+    for r in report.rows:
+        rows.rows.append(
+            [
+                r.name,
+                r.classification,
+                f"{r.instances_per_step:g}",
+                f"{r.base_us:,.1f}",
+                f"{r.new_us:,.1f}",
+                f"{r.delta_us:+,.1f}",
+                "-" if r.per_instance_delta_us is None else f"{r.per_instance_delta_us:+,.2f}",
+                f"{r.wait_delta_us:+,.1f}",
+                _ci(r.ci_low_us, r.ci_high_us, "{:+,.1f}"),
+                r.rule,
+            ]
+        )
+        rows.row_styles.append(_style(r.delta_us, r.significant))
+    out.append(rows)
+    m = report.matching
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(m.counts.items()))
+    out.append(
+        Section(
+            "matching",
+            lines=[
+                f"{m.method}: {m.pairs} step pairs ({m.scope_pairs} {m.scope}); matched ops base {m.base_matched_ops:,}"
+                f" / new {m.new_matched_ops:,}; unmatched base {m.base_unmatched_ops:,} / new {m.new_unmatched_ops:,}"
+                f"; unpaired steps base {m.base_unpaired_steps} / new {m.new_unpaired_steps}; rows: {counts or 'none'}",
+                f"threshold: changes under {report.threshold_pct:g} % are unchanged",
+            ],
+        )
+    )
+    out.append(Section("assumptions", lines=[f"- {a}" for a in report.assumptions]))
+    if report.notes:
+        out.append(Section("notes", lines=[f"- {n}" for n in report.notes]))
+    a, b = args or (report.base.path, report.new.path)
+    out.append(
+        Section(
+            "next",
+            lines=[
+                f"atbprof diff {a} {b} --trace diff.json.gz   (both runs side by side in https://ui.perfetto.dev)",
+                f"atbprof diff {a} {b} --by layer   (or category, role, shape)",
+            ],
+        )
+    )
+    return out
+
+
+def render_diff(report: DiffReport, console: Console) -> None:
+    render_sections(sections(report), console, quiet_titles=("inputs",))
+
+
+def diff_markdown(report: DiffReport) -> str:
+    return sections_markdown(sections(report), "atbprof diff")
+
+
+def diff_json(report: DiffReport) -> dict[str, Any]:
+    """The documented JSON contract (see atbprof/diff/report.py)."""
+    return report.model_dump(mode="json")

@@ -1,0 +1,65 @@
+"""A report as a list of sections (a line of text or a table of strings), drawn by rich or written as Markdown.
+
+Every report's terminal and Markdown forms come from one list, so they can not drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+@dataclass
+class Section:
+    title: str
+    headers: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # plain text (no table)
+    numeric: set[int] = field(default_factory=set)  # right-aligned columns
+    row_styles: list[str] = field(default_factory=list)  # rich style per row ("" = none), terminal only
+
+
+def render_sections(sections: list[Section], console: Console, quiet_titles: tuple[str, ...] = ("source",)) -> None:
+    """`summary` is printed bold, `next` as `next: ...` lines, tables with their title."""
+    for sec in sections:
+        if sec.title == "summary":
+            console.print(f"[bold]{escape(sec.lines[0])}[/bold]")
+            continue
+        if sec.title == "next":
+            for line in sec.lines:
+                console.print(f"next: {escape(line)}")
+            continue
+        if sec.rows:
+            table = Table(title=sec.title, title_justify="left")
+            for i, h in enumerate(sec.headers):
+                table.add_column(h, justify="right" if i in sec.numeric else "left", overflow="fold")
+            for i, row in enumerate(sec.rows):
+                style = sec.row_styles[i] if i < len(sec.row_styles) else ""
+                table.add_row(*(escape(c) for c in row), style=style or None)
+            console.print(table)
+        elif sec.headers or sec.title not in quiet_titles:
+            console.print(f"[bold]{escape(sec.title)}[/bold]")
+        for line in sec.lines:
+            console.print(escape(line))
+
+
+def sections_markdown(sections: list[Section], heading: str) -> str:
+    out: list[str] = []
+    for sec in sections:
+        if sec.title == "summary":
+            out += [f"# {heading}", "", f"**{sec.lines[0]}**", ""]
+            continue
+        out += [f"## {sec.title}", ""]
+        if sec.rows:
+            out.append("| " + " | ".join(sec.headers) + " |")
+            out.append("|" + "|".join("---:" if i in sec.numeric else "---" for i in range(len(sec.headers))) + "|")
+            out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in sec.rows]
+            out.append("")
+        if sec.title == "next":
+            out += ["```", *sec.lines, "```", ""]
+        elif sec.lines:
+            out += [*sec.lines, ""]
+    return "\n".join(out)
