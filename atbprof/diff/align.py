@@ -10,6 +10,7 @@ rest is removed / added. Steps with identical sequences reuse one alignment, so 
 
 from __future__ import annotations
 
+import bisect
 import difflib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -102,14 +103,81 @@ class _Aligner:
             self.cache[key] = hit
         return hit
 
+    def _expand(self, seq: list[int]) -> tuple[list[int], list[int]]:
+        """The sequence with each fused kernel of known make-up replaced by the kernels it replaced (so the
+        alignment sees a fusion as one edit), and the owner position of every element."""
+        out: list[int] = []
+        owner: list[int] = []
+        for j, code in enumerate(seq):
+            parts = self.fused_from.get(self.vocab.names[code])
+            members = [self.vocab.get(t) for t in parts] if parts else [code]
+            out.extend(members)
+            owner.extend([j] * len(members))
+        return out, owner
+
     def _align(self, a: list[int], b: list[int], sa: list[int], sb: list[int]) -> list[_Local]:
+        ea, oa = self._expand(a)
+        eb, ob = self._expand(b)
+        sm = difflib.SequenceMatcher(None, ea, eb, autojunk=False)
+        # owners matched element by element: (base owner, new owner) -> matched elements
+        links: dict[tuple[int, int], int] = {}
+        for i1, j1, size in sm.get_matching_blocks():
+            for k in range(size):
+                key = (oa[i1 + k], ob[j1 + k])
+                links[key] = links.get(key, 0) + 1
+        size_a = [0] * len(a)
+        size_b = [0] * len(b)
+        for x in oa:
+            size_a[x] += 1
+        for y in ob:
+            size_b[y] += 1
+        by_a: dict[int, list[int]] = {}
+        by_b: dict[int, list[int]] = {}
+        for (i, j), _n in links.items():
+            by_a.setdefault(i, []).append(j)
+            by_b.setdefault(j, []).append(i)
         out: list[_Local] = []
-        sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-        for tag, i1, i2, j1, j2 in sm.get_opcodes():
-            if tag == "equal":
-                out.extend(_Local((i1 + k,), (j1 + k,)) for k in range(i2 - i1))
-            else:
-                out.extend(self._edit(a, b, sa, sb, list(range(i1, i2)), list(range(j1, j2))))
+        used_a: set[int] = set()
+        used_b: set[int] = set()
+        for i in range(len(a)):
+            if i in used_a or i not in by_a:
+                continue
+            # a connected set of owners whose elements all matched each other: one group (1:1, N:1 or 1:N)
+            js = by_a[i]
+            if len(js) == 1:
+                j = js[0]
+                ins = by_b[j]
+                full = sum(links[(x, j)] for x in ins) == size_b[j] and all(
+                    links[(x, j)] == size_a[x] and len(by_a[x]) == 1 for x in ins
+                )
+                if full and not used_b.intersection([j]) and not used_a.intersection(ins):
+                    out.append(_Local(tuple(sorted(ins)), (j,)))
+                    used_a.update(ins)
+                    used_b.add(j)
+                    continue
+            if (
+                all(len(by_b[j]) == 1 for j in js)
+                and sum(links[(i, j)] for j in js) == size_a[i]
+                and all(links[(i, j)] == size_b[j] for j in js)
+                and not used_b.intersection(js)
+            ):
+                out.append(_Local((i,), tuple(sorted(js))))
+                used_a.add(i)
+                used_b.update(js)
+        # the rest, edit block by edit block: between two consecutive matched groups (in base order)
+        anchors = sorted((max(g.base), max(g.new)) for g in out)
+        cut_a = [x for x, _ in anchors]
+        cut_b = list(np.maximum.accumulate([y for _, y in anchors])) if anchors else []
+        blocks: dict[int, tuple[list[int], list[int]]] = {}
+        for i in range(len(a)):
+            if i not in used_a:
+                blocks.setdefault(bisect.bisect_left(cut_a, i), ([], []))[0].append(i)
+        for j in range(len(b)):
+            if j not in used_b:
+                blocks.setdefault(bisect.bisect_left(cut_b, j), ([], []))[1].append(j)
+        for k in sorted(blocks):
+            ia, ib = blocks[k]
+            out.extend(self._edit(a, b, sa, sb, ia, ib))
         return out
 
     def _edit(
@@ -127,7 +195,12 @@ class _Aligner:
                 if j in used_one:
                     continue
                 fused = names[seq_one[j]]
-                free = [i for i in many if i not in used_many]
+                known = {t for c in self.chains(fused) for w in c for t in w.split("|")}
+                free = [
+                    i
+                    for i in many
+                    if i not in used_many and (names[seq_many[i]] in fused or names[seq_many[i]] in known)
+                ]
                 hit = None
                 for start in range(len(free)):
                     for length in range(min(MAX_FUSED, len(free) - start), 1, -1):

@@ -27,8 +27,8 @@ class GroupInfo:
 
     def label(self) -> str:
         """ "Add + RmsNorm (2 kernels) -> AddRmsNorm" for structural changes, the op type otherwise."""
-        if self.structure == "same":
-            return self.base_types[0]
+        if self.structure in ("same", "added", "removed") and len(self.base_types + self.new_types) <= 2:
+            return (self.base_types or self.new_types)[0]  # one kernel type: its row holds all its instances
 
         def side(types: tuple[str, ...]) -> str:
             if not types:

@@ -1,0 +1,70 @@
+"""`diff` on foreign inputs: the HTA TraceDiff pair (what HTA's own TraceDiff finds, plus alignment and statistics),
+a profile against itself, and a run of ours against a foreign profile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from atbprof.diff.api import diff
+from atbprof.importers import load_profile
+from atbprof.importers.base import Profile
+from tests.diff.conftest import HTA_CONTROL, HTA_TEST
+
+PINNED = Path(__file__).parent / "data" / "hta_ops_diff.json"
+
+
+@pytest.fixture(scope="module")
+def hta_pair() -> tuple[Profile, Profile]:
+    return load_profile(HTA_CONTROL), load_profile(HTA_TEST)
+
+
+def test_hta_pair_finds_what_hta_tracediff_finds(hta_pair: tuple[Profile, Profile]) -> None:
+    control, test = hta_pair
+    report = diff(control, test, top=100_000).report
+    pinned = json.loads(PINNED.read_text())["all"]  # HTA 0.5.0 ops_diff on GPU kernels, full names
+    short = {**_types(control), **_types(test)}
+    rows = {r.name: r for r in report.rows}
+    test_types = set(_types(test).values())
+    control_types = set(_types(control).values())
+    gone = {short[n] for n in pinned["deleted"] if short[n] not in test_types}
+    new = {short[n] for n in pinned["added"] if short[n] not in control_types}
+    assert len(gone) >= 20 and len(new) >= 10  # kernels whose every variant disappeared / appeared
+    assert all(rows[t].classification == "removed" and rows[t].new_ops_per_step == 0 for t in gone)
+    assert all(rows[t].classification == "added" and rows[t].base_ops_per_step == 0 for t in new)
+    # HTA compares counts of the first iteration only; we align all 6 steps and give an interval
+    head = report.headline.decode_ms_per_token
+    assert head is not None and head.method == "paired-t" and head.base_steps.n == head.new_steps.n == 6
+    assert head.ci_low is not None and head.ci_low > 0 and head.significant  # test is slower in every step
+    m = report.matching
+    assert m.method == "alignment" and m.pairs == 6 and m.base_unmatched_ops == m.new_unmatched_ops == 0
+    assert m.base_matched_ops == control.ops.num_rows and m.new_matched_ops == test.ops.num_rows
+
+
+def _types(p: Profile) -> dict[str, str]:
+    return dict(zip(p.ops.column("op_name").to_pylist(), p.ops.column("op_type").to_pylist(), strict=True))
+
+
+def test_a_profile_against_itself_changes_nothing(hta_pair: tuple[Profile, Profile]) -> None:
+    control, _ = hta_pair
+    report = diff(control, control).report
+    head = report.headline.decode_ms_per_token
+    assert head is not None and head.delta == 0 and not head.significant
+    assert {r.classification for r in report.rows} == {"unchanged"}
+    assert report.matching.base_unmatched_ops == 0
+
+
+def test_alignment_treats_a_known_fusion_as_one_edit(diff_runs) -> None:  # type: ignore[no-untyped-def]
+    # the same two runs, but matched as foreign inputs would be (no graph): --map forces the alignment path
+    base = diff_runs("seed000-baseline.yaml", "workload.decode_tokens=4")
+    new = diff_runs("seed000-lnfused.yaml", "workload.decode_tokens=4")
+    exact = {r.name: r for r in diff(base, new, top=1000).report.rows if r.classification == "fused"}
+    aligned = diff(base, new, top=1000, name_map={"NoSuchKernel": "Renamed"})
+    assert aligned.matching.method == "alignment"
+    rows = {r.name: r for r in aligned.report.rows if r.classification == "fused"}
+    assert set(rows) == set(exact)
+    for name, row in rows.items():
+        assert row.instances_per_step == exact[name].instances_per_step
+        assert row.delta_us == pytest.approx(exact[name].delta_us, abs=0.01)
