@@ -39,7 +39,10 @@ def _style(delta: float, significant: bool, more_is_better: bool = False) -> str
 
 
 def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Section]:
-    per = "per token" if report.matching.scope == "decode" else f"per {report.matching.scope} step"
+    decode = report.matching.scope == "decode"
+    per = (
+        "per token" if decode else "per step" if report.matching.scope == "all" else f"per {report.matching.scope} step"
+    )
     out = [Section("summary", lines=[report.summary])]
     out.append(
         Section(
@@ -55,7 +58,8 @@ def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Se
         ["", "base", "new", "delta", "delta %", "95 % CI of delta", "significant", "method"],
         numeric={1, 2, 3, 4},
     )
-    for key, label in _FIGURES:
+    figures = _FIGURES if decode else (("decode_ms_per_token", "ms/step"), *_FIGURES[1:])
+    for key, label in figures:
         f: Figure | None = getattr(report.headline, key)
         if f is None:
             continue
@@ -74,7 +78,7 @@ def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Se
         head.row_styles.append(_style(f.delta, f.significant, more_is_better=key == "tokens_per_s"))
     out.append(head)
     cats = Section(
-        f"where the time went, ms {per} (seed 000's table)",
+        f"where the time went, ms {per} (seed 000's table; saved = base - new)",
         ["", "base", "new", "saved", "delta %", "95 % CI of delta", "significant"],
         numeric={1, 2, 3, 4},
     )
@@ -97,7 +101,7 @@ def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Se
         ["", "side", "steps", "mean", "sd", "p10", "p50", "p90"],
         numeric={2, 3, 4, 5, 6, 7},
     )
-    for key, label in _FIGURES[:2]:
+    for key, label in figures[:2]:
         f = getattr(report.headline, key)
         if f is None:
             continue
