@@ -1,6 +1,6 @@
 """Matching any two inputs: align the op-type sequences of each paired step, stream by stream.
 
-The alignment (difflib's longest-matching-blocks, on op types after `--map` renames) gives equal runs (1:1
+The alignment (a longest common subsequence of op types, rapidfuzz's Indel, after `--map` renames) gives equal runs (1:1
 groups) and edit blocks. In an edit block a known fusion is one edit: a new op whose type is a fused kernel
 (`fused_from` in the new profile, a chain of atbprof/data/fusion_rules.yaml, or a name made of the replaced types
 in order, e.g. Add + RmsNorm -> AddRmsNorm) takes the contiguous run of base ops it replaces (and the reverse is a
@@ -11,11 +11,11 @@ rest is removed / added. Steps with identical sequences reuse one alignment, so 
 from __future__ import annotations
 
 import bisect
-import difflib
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
+from rapidfuzz.distance import Indel
 
 from atbprof.diff.groups import GroupInfo, Matching, pair_frames, structure_of
 from atbprof.diff.measure import Side
@@ -118,12 +118,13 @@ class _Aligner:
     def _align(self, a: list[int], b: list[int], sa: list[int], sb: list[int]) -> list[_Local]:
         ea, oa = self._expand(a)
         eb, ob = self._expand(b)
-        sm = difflib.SequenceMatcher(None, ea, eb, autojunk=False)
         # owners matched element by element: (base owner, new owner) -> matched elements
         links: dict[tuple[int, int], int] = {}
-        for i1, j1, size in sm.get_matching_blocks():
-            for k in range(size):
-                key = (oa[i1 + k], ob[j1 + k])
+        for op in Indel.opcodes(ea, eb):  # a longest common subsequence (C++), not difflib's O(n^2) Python
+            if op.tag != "equal":
+                continue
+            for k in range(op.src_end - op.src_start):
+                key = (oa[op.src_start + k], ob[op.dest_start + k])
                 links[key] = links.get(key, 0) + 1
         size_a = [0] * len(a)
         size_b = [0] * len(b)

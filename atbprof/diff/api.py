@@ -160,7 +160,6 @@ def diff_paths(
             result.new.profile,
             result.step_pairs(),
             trace,
-            labels=(f"base: {result.base.name}", f"new: {result.new.name}"),
             force=force,
         )
         note = f"trace: {written.path} ({len(written.pairs)} step pairs side by side)"
@@ -206,7 +205,8 @@ def _regression(head: Headline, limit: float | None) -> bool:
 
 
 def _summary(a: Side, b: Side, head: Headline, rows: list[DiffRow]) -> str:
-    parts = [f"{a.name} -> {b.name}"]
+    same = a.name == b.name and a.profile.source != b.profile.source
+    parts = [f"{a.profile.source} -> {b.profile.source}" if same else f"{a.name} -> {b.name}"]
     f = head.decode_ms_per_token
     if f is not None:
         sig = "significant" if f.significant else "not significant"
