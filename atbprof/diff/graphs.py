@@ -35,7 +35,10 @@ def graphs_of(side: Side) -> tuple[dict[str, Graph], tuple[tuple[str, ...], ...]
     cfg = run_config(side.profile.meta)
     if cfg is None:
         return None
-    return _phase_graphs(cfg.model_dump_json())
+    # the seed and the jitter do not change the graphs: runs that differ only there share them
+    quiet = cfg.execution.model_copy(update={"jitter": type(cfg.execution.jitter)()})
+    graph_cfg = cfg.model_copy(update={"seed": 0, "execution": quiet})
+    return _phase_graphs(graph_cfg.model_dump_json())
 
 
 def _describe(cfg: RunConfig | None) -> str:

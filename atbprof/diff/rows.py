@@ -53,8 +53,11 @@ def diff_rows(base: Side, new: Side, m: Matching, scope_pairs: np.ndarray, by: B
     n_rows = len(names)
     cb, kb, nb, keys_b = _sums(base, m.base_group, pb, row_of_group, n_pairs, n_rows)
     cn, kn, nn, keys_n = _sums(new, m.new_group, pn, row_of_group, n_pairs, n_rows)
-    # instances: distinct (pair, group) present on either side
-    present = np.unique(np.concatenate([keys_b, keys_n]))
+    # instances: distinct (pair, group) present on either side (a mask, not np.unique: linear in the ops)
+    mask = np.zeros(n_pairs * n_groups, dtype=bool)
+    mask[keys_b] = True
+    mask[keys_n] = True
+    present = np.flatnonzero(mask)
     used_groups = np.unique(present % n_groups)
     instances = np.bincount(
         (present // n_groups) * n_rows + row_of_group[present % n_groups], minlength=n_pairs * n_rows
