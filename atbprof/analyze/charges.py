@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from atbprof.analyze.view import OpView, dict_codes, int_column, running_max_in_groups
 
@@ -65,9 +66,10 @@ def _timeline(view: OpView) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, 
     return order, gap, prev_end, charged
 
 
-def charge(view: OpView, steps: pa.Table | None) -> Charges:
+def charge(view: OpView, steps: pa.Table | None, frames: pa.Table | None = None) -> Charges:
     """Charges of the ops of `view`; `steps` (STEPS_SCHEMA, runs of ours) frames each step with its host lead-in
-    and sync and names its phase."""
+    and sync and names its phase. Without it, `frames` (STEP_FRAMES_SCHEMA) of kind ProfilerStep - the host's
+    iteration range in torch / torch_npu profiles - give the wall of their steps the same way."""
     n = len(view)
     order, gap, prev_end, charged_i = _timeline(view)
 
@@ -96,6 +98,15 @@ def charge(view: OpView, steps: pa.Table | None) -> Charges:
         if ok.all():
             s_codes, phase_names = dict_codes(steps.column("phase"))
             frame_phase = s_codes[at]
+    elif frames is not None and frames.num_rows and n:
+        host = frames.filter(pc.equal(frames.column("frame"), "ProfilerStep"))
+        if host.num_rows:
+            f_step = int_column(host, "step")
+            order_f = np.argsort(f_step, kind="stable")
+            f_step, f_dur = f_step[order_f], int_column(host, "dur_ns", 0)[order_f]
+            at = np.minimum(np.searchsorted(f_step, frame_step), len(f_step) - 1)
+            ok = f_step[at] == frame_step
+            wall = np.where(ok, np.maximum(f_dur[at], device_span), device_span).astype(float)
     op_phase = np.repeat(frame_phase, np.diff(np.append(frame_starts, n))) if n else np.zeros(0, np.int64)
     return Charges(
         order=order,

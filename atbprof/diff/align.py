@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 from rapidfuzz.distance import Indel
 
+from atbprof.analyze.categories import CATEGORY_NAMES
 from atbprof.diff.groups import GroupInfo, Matching, pair_frames, structure_of
 from atbprof.diff.measure import Side
 from atbprof.errors import InputError
@@ -276,9 +277,28 @@ def match_aligned(base: Side, new: Side, name_map: dict[str, str]) -> Matching:
     b_stream, n_stream = base.per_op("stream_id"), new.per_op("stream_id")
     b_bounds = np.append(base.charges.frame_starts, len(bt))
     n_bounds = np.append(new.charges.frame_starts, len(nt))
+    layers = (base.per_op("layer", fill=-2), new.per_op("layer", fill=-2))
+    roles = (base.codes("role"), new.codes("role"))
+    shape_names = ([*sb_names, ""], [*sn_names, ""])
+
+    def info(b_codes: tuple[int, ...], n_codes: tuple[int, ...], at_b: np.ndarray, at_n: np.ndarray) -> GroupInfo:
+        """What a new group is: types, layer/category of its last op, roles and shape of its first op."""
+        btypes, ntypes = tuple(vocab.names[c] for c in b_codes), tuple(vocab.names[c] for c in n_codes)
+        side, last = (0, int(at_b[-1])) if len(at_b) else (1, int(at_n[-1]))
+        first_shape = shape_names[0][sb_codes[at_b[0]]] if len(at_b) else shape_names[1][sn_codes[at_n[0]]]
+        return GroupInfo(
+            base_types=btypes,
+            new_types=ntypes,
+            structure=structure_of(btypes, ntypes),
+            rule="",
+            layer=int(layers[side][last]),
+            roles=_roles(roles, at_b, at_n),
+            category=CATEGORY_NAMES[int((base, new)[side].category[last])],
+            shape=first_shape or "",
+        )
+
     templates: dict[tuple[int, int], int] = {}
     groups: list[GroupInfo] = []
-    b_shape_names, n_shape_names = [*sb_names, ""], [*sn_names, ""]
     for fa, fb in pairs.tolist():
         ra = np.arange(b_bounds[fa], b_bounds[fa + 1])
         rb = np.arange(n_bounds[fb], n_bounds[fb + 1])
@@ -289,17 +309,24 @@ def match_aligned(base: Side, new: Side, name_map: dict[str, str]) -> Matching:
                 gid = templates.get((aid, k))
                 if gid is None:
                     gid = templates[(aid, k)] = len(groups)
-                    btypes = tuple(vocab.names[bt[oa[i]]] for i in loc.base)
-                    ntypes = tuple(vocab.names[nt[ob[j]]] for j in loc.new)
-                    first = oa[loc.base[0]] if loc.base else None
-                    shape = (
-                        b_shape_names[sb_codes[first]] if first is not None else n_shape_names[sn_codes[ob[loc.new[0]]]]
-                    )
-                    groups.append(GroupInfo(btypes, ntypes, structure_of(btypes, ntypes), "", -2, "", "", shape or ""))
+                    at_b, at_n = oa[list(loc.base)], ob[list(loc.new)]
+                    groups.append(info(tuple(bt[at_b].tolist()), tuple(nt[at_n].tolist()), at_b, at_n))
                 base_group[oa[list(loc.base)]] = gid
                 new_group[ob[list(loc.new)]] = gid
     notes = (f"steps paired {how}", f"{len(aligner.cache)} distinct step alignments")
     return Matching("alignment", base_group, new_group, groups, pairs, notes)
+
+
+def _roles(
+    roles: tuple[tuple[np.ndarray, list[str]], tuple[np.ndarray, list[str]]], at_b: np.ndarray, at_n: np.ndarray
+) -> str:
+    """ "attn.norm", or "attn.residual+ffn.norm -> ffn.norm" when the two sides differ ("" when unknown)."""
+    sides = []
+    for (codes, names), at in zip(roles, (at_b, at_n), strict=True):
+        sides.append("+".join(dict.fromkeys(names[c] for c in codes[at].tolist() if c >= 0)))
+    if sides[0] == sides[1] or not (sides[0] and sides[1]):
+        return sides[0] or sides[1]
+    return f"{sides[0]} -> {sides[1]}"
 
 
 def _stream_pairs(sa: np.ndarray, sb: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -61,7 +61,7 @@ class Side:
 
 def measure(profile: Profile, patterns: PatternSet) -> Side:
     view = OpView.build(profile.ops)
-    ch = charge(view, profile.steps)
+    ch = charge(view, profile.steps, profile.step_frames)
     if has_values(profile.ops, "role"):
         category, rule = by_roles(view), ROLES_RULE
     else:

@@ -68,3 +68,21 @@ def test_alignment_treats_a_known_fusion_as_one_edit(diff_runs) -> None:  # type
     for name, row in rows.items():
         assert row.instances_per_step == exact[name].instances_per_step
         assert row.delta_us == pytest.approx(exact[name].delta_us, abs=0.01)
+
+
+def test_a_run_against_its_torch_npu_export_matches_op_for_op(diff_runs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from atbprof.export import export_run
+
+    run = diff_runs("seed000-baseline.yaml", "workload.decode_tokens=4")
+    exported = export_run(Path(run.source), "ascend-pt", tmp_path)
+    foreign = load_profile(exported.root)
+    assert foreign.kind == "ascend_pt" and foreign.steps is None  # no graph, no steps table: aligned
+    report = diff(run, foreign).report
+    assert report.matching.method == "alignment"
+    assert report.matching.base_unmatched_ops == report.matching.new_unmatched_ops == 0
+    assert report.matching.base_matched_ops == report.matching.new_matched_ops == run.ops.num_rows
+    # the export's ProfilerStep frames are the run's step walls: nothing changes, by any figure
+    for f in (report.headline.decode_ms_per_token, report.headline.ttft_ms):
+        assert f is not None and not f.significant and abs(f.delta) < 1e-3
+    assert not any(c.significant for c in report.categories)
+    assert {r.classification for r in report.rows} == {"unchanged"}
