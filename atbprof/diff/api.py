@@ -101,6 +101,12 @@ def diff(
     notes = list(m.notes)
     if not a.tokens_known or not b.tokens_known:
         notes.append("tokens/s assumes one token per step where the profile does not record the batch")
+    aligned = _aligned_share(m)
+    if m.method == "alignment" and aligned < 0.5:
+        notes.append(
+            f"only {aligned:.0%} of the ops align one to one: are these the same model and software? "
+            "(--map OLD=NEW maps renamed kernels)"
+        )
     if scope != "decode":
         notes.append(f"no decode steps in common: figures are per step of phase '{scope}'")
     assumptions = [
@@ -193,6 +199,13 @@ def _matching_summary(
         new_unpaired_steps=int((~fn).sum()),
         counts=counts,
     )
+
+
+def _aligned_share(m: Matching) -> float:
+    """Share of the base ops in 1:1 groups of the same op type."""
+    same = np.array([g.structure == "same" for g in m.groups] + [False])
+    ops = m.base_group[m.base_group >= 0]
+    return float(same[ops].mean()) if len(ops) else 0.0
 
 
 def _regression(head: Headline, limit: float | None) -> bool:

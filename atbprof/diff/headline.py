@@ -97,6 +97,8 @@ def categories(base: Side, new: Side, scope_pairs: np.ndarray, threshold: float)
                 ci_low=_r(c.ci_low),
                 ci_high=_r(c.ci_high),
                 significant=c.significant,
+                base_steps=distribution(cb),
+                new_steps=distribution(cn),
             )
         )
     return rows

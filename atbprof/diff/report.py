@@ -58,6 +58,8 @@ class Category(_M):
     ci_low: float | None = Field(description="95 % interval of new - base (ms)")
     ci_high: float | None
     significant: bool
+    base_steps: Distribution
+    new_steps: Distribution
 
 
 class DiffRow(_M):
