@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 import traceback
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -224,12 +225,7 @@ def analyze(
         nonlocal unfused
         report = analyze_profile(load_profile(path), patterns_file=str(patterns) if patterns else None, top=top)
         unfused = report.has_unfused
-        if format_ is AnalyzeFormat.json:
-            sys.stdout.write(orjson.dumps(analysis_json(report), option=orjson.OPT_INDENT_2).decode() + "\n")
-        elif format_ is AnalyzeFormat.md:
-            sys.stdout.write(analysis_markdown(report) + "\n")
-        else:
-            render_analysis(report, _console())
+        _emit(format_, lambda: analysis_json(report), lambda: analysis_markdown(report), render_analysis, report)
 
     _guard(body, verbose)
     if fail_on_unfused and unfused:
@@ -296,17 +292,28 @@ def diff(
         )
         report = result.report
         regression = report.regression
-        if format_ is AnalyzeFormat.json:
-            sys.stdout.write(orjson.dumps(diff_json(report), option=orjson.OPT_INDENT_2).decode() + "\n")
-        elif format_ is AnalyzeFormat.md:
-            sys.stdout.write(diff_markdown(report) + "\n")
-        else:
-            render_diff(report, _console())
+        _emit(format_, lambda: diff_json(report), lambda: diff_markdown(report), render_diff, report)
 
     _guard(body, verbose)
     if regression:
         typer.echo(f"error: significant regression beyond --fail-if-slower {fail_if_slower}", err=True)
         raise typer.Exit(1)
+
+
+def _emit(
+    format_: AnalyzeFormat,
+    as_json: Callable[[], object],
+    as_markdown: Callable[[], str],
+    render: Callable[[Any, Console], None],
+    report: object,
+) -> None:
+    """A report to stdout in the chosen form (the JSON and Markdown twins carry the same content)."""
+    if format_ is AnalyzeFormat.json:
+        sys.stdout.write(orjson.dumps(as_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif format_ is AnalyzeFormat.md:
+        sys.stdout.write(as_markdown() + "\n")
+    else:
+        render(report, _console())
 
 
 def _console() -> Console:
