@@ -254,7 +254,9 @@ def analyze(
         timeline = framework_timeline(profile.framework)
         timeline_view = OpView.build(timeline)
         notes.append("no device kernels in this profile: the breakdown covers the top-level framework ops (host)")
-    breakdown = attribute(timeline, profile.steps, found, patterns, top, latency, view=timeline_view)
+    breakdown = attribute(
+        timeline, profile.steps, found, patterns, top, latency, view=timeline_view, frames=profile.step_frames
+    )
     cfg = run_config(meta) if ours else None
     summary = meta.get("summary")
     if not whatif:

@@ -116,9 +116,11 @@ def attribute(
     top: int = 10,
     launch_latency_ns: int = 0,
     view: OpView | None = None,
+    frames: pa.Table | None = None,
 ) -> Breakdown:
     """The breakdown of `ops` (OPS_SCHEMA); `steps` (STEPS_SCHEMA, runs of ours) frames each step with its host
-    lead-in and sync; `findings` (FINDINGS_SCHEMA) name the norm-related ops of profiles without roles."""
+    lead-in and sync, else `frames` (STEP_FRAMES_SCHEMA: a profile's ProfilerStep ranges) do; `findings`
+    (FINDINGS_SCHEMA) name the norm-related ops of profiles without roles."""
     view = view or OpView.build(ops)
     n = len(view)
     has_roles = has_values(ops, "role")
@@ -127,7 +129,7 @@ def attribute(
         category, heuristic = by_roles(view), ROLES_RULE
     else:
         category, heuristic = by_blocks(view, patterns, findings)
-    ch = charge(view, steps)
+    ch = charge(view, steps, frames)
     order, gap, prev_end, charged = ch.order, ch.gap, ch.prev_end, ch.charged
 
     def tl(a: np.ndarray) -> np.ndarray:
