@@ -264,6 +264,9 @@ def _guard(body: object, verbose: bool) -> None:
 
 
 def main() -> None:
+    from atbprof.startup import skip_pyarrow_pandas_probe
+
+    skip_pyarrow_pandas_probe()
     app()
 
 
