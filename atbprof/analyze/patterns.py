@@ -18,7 +18,6 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from atbprof.config.yamlio import load_yaml_file
 from atbprof.errors import ConfigError
 
 FindingKind = Literal["decomposed_rmsnorm", "decomposed_layernorm", "add_norm", "norm_matmul", "fused_norm"]
@@ -181,6 +180,8 @@ def load_patterns(extra_file: str | None = None) -> PatternSet:
     doc = _builtin()
     source = "built-in patterns"
     if extra_file:
+        from atbprof.config.yamlio import load_yaml_file  # the config package: only for a user file
+
         extra = _parse(load_yaml_file(extra_file, "--patterns"), extra_file)
         doc = PatternFile(
             kernel=_merge_level(doc.kernel, extra.kernel),
