@@ -36,6 +36,7 @@ ACCEPTED = """atbprof reads:
   - a Kineto / torch.profiler trace (*.pt.trace.json, .json.gz)"""
 _GZIP = b"\x1f\x8b"
 _PARQUET = b"PAR1"
+_SQLITE = b"SQLite format 3\x00"
 _HEAD = 1 << 16
 
 
@@ -110,6 +111,12 @@ def _load_file(path: Path) -> Profile:
     if head.startswith(_PARQUET):
         ops = read_ops(path)
         return Profile("atbprof-run", str(path), ops, meta={"origin_ns": 0})
+    if head.startswith(_SQLITE):  # no sample of the .db layout is at hand: say what to pass instead of guessing
+        raise InputError(
+            f"{path}: an SQLite database (msprof / torch_npu export_type=db); atbprof reads the text exports: "
+            "pass the profile directory or its kernel_details.csv / op_summary_*.csv / trace_view.json (re-export "
+            "with export_type=text if only the .db was written)"
+        )
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise InputError(f"{path}: UTF-16 text; Ascend and PyTorch tools write UTF-8 - convert the file to UTF-8")
     if b"\x00" in head:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import orjson
@@ -39,6 +41,14 @@ def test_binary_file(tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
     path.write_bytes(bytes(range(256)) * 4)
     _fails(path, "binary data")
+
+
+def test_sqlite_export_says_what_to_pass_instead(tmp_path: Path) -> None:
+    path = tmp_path / "ascend_pytorch_profiler_0.db"
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE t (x INTEGER)")
+        db.commit()
+    _fails(path, "SQLite", "export_type=text", "kernel_details.csv")
 
 
 def test_utf16_file(tmp_path: Path) -> None:
