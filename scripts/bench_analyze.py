@@ -17,6 +17,8 @@ pandas/numpy/psutil/pyyaml, as its docs advise); msprof-analyze comes from the t
 from __future__ import annotations
 
 import argparse
+import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,24 +55,33 @@ def peer_python() -> Path:
     return py
 
 
-def median_time(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
-    times = []
+def median_times(fn, repeat: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Median wall and CPU seconds (CPU: this process and its children; steadier on a shared machine)."""
+    walls, cpus = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), _cpu()
         fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - t)
+        cpus.append(_cpu() - c)
+    return statistics.median(walls), statistics.median(cpus)
 
 
-def hta_seconds(py: Path, trace: Path, repeat: int) -> float:
+def _cpu() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def hta_seconds(py: Path, trace: Path, repeat: int) -> tuple[float, float]:
     code = (
         "import json,statistics,sys,time,logging\nlogging.disable(logging.CRITICAL)\n"
-        "from hta.common.trace import parse_trace_file\nts=[]\n"
-        f"for _ in range({repeat}):\n t=time.perf_counter(); parse_trace_file({str(trace)!r}); "
-        "ts.append(time.perf_counter()-t)\nprint(json.dumps(statistics.median(ts)))"
+        "from hta.common.trace import parse_trace_file\nts=[];cs=[]\n"
+        f"for _ in range({repeat}):\n t=time.perf_counter(); c=time.process_time(); "
+        f"parse_trace_file({str(trace)!r}); ts.append(time.perf_counter()-t); cs.append(time.process_time()-c)\n"
+        "print(json.dumps([statistics.median(ts), statistics.median(cs)]))"
     )
     out = subprocess.run([str(py), "-c", code], check=True, capture_output=True, text=True).stdout
-    return float(out.strip().splitlines()[-1])
+    wall, cpu = json.loads(out.strip().splitlines()[-1])
+    return float(wall), float(cpu)
 
 
 def main() -> None:
@@ -88,26 +99,33 @@ def main() -> None:
 
 
 def bench_kineto(py: Path, repeat: int) -> None:
-    print("1. Kineto import: atbprof vs HolisticTraceAnalysis parse_trace_file (median seconds)")
+    print("1. Kineto import: atbprof vs HolisticTraceAnalysis parse_trace_file (median wall / CPU seconds)")
     for name in KINETO:
         trace = SHARED / "traces" / name
-        ours = median_time(lambda t=trace: load_profile(t), repeat)
-        theirs = hta_seconds(py, trace, repeat)
-        print(f"   {name:55s} atbprof {ours:6.3f} s  HTA {theirs:6.3f} s  ratio {theirs / ours:5.1f}x")
+        ours, ours_cpu = median_times(lambda t=trace: load_profile(t), repeat)
+        theirs, theirs_cpu = hta_seconds(py, trace, repeat)
+        print(
+            f"   {name:50s} atbprof {ours:.3f} / {ours_cpu:.3f} s  HTA {theirs:.3f} / {theirs_cpu:.3f} s  "
+            f"ratio {theirs / ours:4.1f}x wall, {theirs_cpu / ours_cpu:4.1f}x CPU"
+        )
 
 
 def bench_qwen3(repeat: int) -> None:
-    print("2. Qwen3 torch_npu sample: atbprof analyze vs msprof-analyze advisor all (wall seconds, commands)")
+    print("2. Qwen3 torch_npu sample: atbprof analyze vs msprof-analyze advisor all (wall / CPU s, commands)")
     atb = [sys.executable, "-m", "atbprof.cli", "analyze", str(QWEN3), "--format", "json"]
     advisor = [str(PEER_VENV / "bin" / "msprof-analyze"), "advisor", "all", "-d", str(QWEN3), "-o"]
-    ours: list[float] = []
-    theirs: list[float] = []
+    ours: list[tuple[float, float]] = []
+    theirs: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(repeat):  # interleaved, so both see the same machine load
-            ours.append(median_time(lambda: subprocess.run(atb, check=True, capture_output=True), 1))
-            theirs.append(median_time(lambda: subprocess.run([*advisor, tmp], capture_output=True, input=b"y\n"), 1))
-    mine, peer = statistics.median(ours), statistics.median(theirs)
-    print(f"   atbprof analyze {mine:6.2f} s   msprof-analyze advisor all {peer:6.2f} s   ratio {peer / mine:5.1f}x")
+            ours.append(median_times(lambda: subprocess.run(atb, check=True, capture_output=True), 1))
+            theirs.append(median_times(lambda: subprocess.run([*advisor, tmp], capture_output=True, input=b"y\n"), 1))
+    mine, mine_cpu = (statistics.median(x) for x in zip(*ours, strict=True))
+    peer, peer_cpu = (statistics.median(x) for x in zip(*theirs, strict=True))
+    print(
+        f"   atbprof analyze {mine:.2f} / {mine_cpu:.2f} s   msprof-analyze advisor all {peer:.2f} / {peer_cpu:.2f} s"
+        f"   ratio {peer / mine:4.1f}x wall, {peer_cpu / mine_cpu:4.1f}x CPU"
+    )
 
 
 def bench_million(repeat: int) -> None:
@@ -123,14 +141,14 @@ def bench_million(repeat: int) -> None:
             profile = load_profile(run.out_dir)
 
             def cold(whatif: bool, p: Profile = profile) -> None:
-                passes._PREFIXES.clear()
+                passes.forget_prefixes()
                 analyze(p, whatif=whatif)
 
-            with_whatif = median_time(lambda: cold(True), repeat)
-            without = median_time(lambda: cold(False), repeat)
+            with_whatif, with_cpu = median_times(lambda: cold(True), repeat)
+            without, without_cpu = median_times(lambda: cold(False), repeat)
             print(
-                f"   {label:38s} {profile.ops.num_rows:,} ops: analyze {with_whatif:.2f} s (with the exact "
-                f"what-if), {without:.2f} s without"
+                f"   {label:38s} {profile.ops.num_rows:,} ops: analyze {with_whatif:.2f} / {with_cpu:.2f} s "
+                f"(wall / CPU, with the exact what-if), {without:.2f} / {without_cpu:.2f} s without"
             )
 
 

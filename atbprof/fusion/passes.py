@@ -411,6 +411,11 @@ _PREFIXES: OrderedDict[tuple[object, ...], _Prefix] = OrderedDict()
 _PREFIX_LIMIT = 64  # a few runs' worth of prefixes (a graph is ~1-5k shared nodes)
 
 
+def forget_prefixes() -> None:
+    """Drop the remembered prefixes (benchmarks: measure a cold start)."""
+    _PREFIXES.clear()
+
+
 def _remember(prefix: _Prefix) -> None:
     _PREFIXES[prefix.key] = prefix
     _PREFIXES.move_to_end(prefix.key)
