@@ -6,12 +6,13 @@ import sys
 import traceback
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+if TYPE_CHECKING:  # rich loads where a command renders with it (`--format json` does not)
+    from rich.console import Console
 
 from atbprof import __version__
 from atbprof.errors import AtbprofError, ConfigError
@@ -86,6 +87,9 @@ def run(
             raise ConfigError(exc.problems, source=str(config)) from exc
 
     def simulate_and_render(cfg: RunConfig) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
         err = Console(stderr=True)
         if format_ is OutputFormat.rich and err.is_terminal:
             with Progress(
@@ -238,6 +242,8 @@ def analyze(
 
 def _console() -> Console:
     """Reports to stdout; when it is not a terminal (a pipe, a file, CI) use a width the tables fit in."""
+    from rich.console import Console
+
     console = Console(highlight=False, soft_wrap=True)
     return console if console.is_terminal else Console(highlight=False, soft_wrap=True, width=160)
 

@@ -7,6 +7,7 @@ windows become one fused node, and later nodes that read a replaced node are re-
 from __future__ import annotations
 
 import fnmatch
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -365,13 +366,10 @@ def apply_fusion(graph: Graph, rules: list[Rule], ctx: FusionContext) -> FusionR
     are cached, so each re-simulation runs only the passes of the new rules."""
     start, g = 0, Graph(list(graph.nodes), ctx.phase)
     result = FusionResult(graph=graph)
-    for k in range(len(rules), 0, -1):
-        snap = _PREFIXES.get((id(graph), ctx, tuple(map(id, rules[:k]))))
-        if snap is not None and snap.source is graph and all(a is b for a, b in zip(snap.rules, rules, strict=False)):
-            _PREFIXES.move_to_end(snap.key)
-            start, g = k, snap.graph
-            result = FusionResult(graph, dict(snap.fired), list(snap.near_misses), dict(snap.disabled))
-            break
+    snap = _longest_prefix(graph, rules, ctx)
+    if snap is not None:
+        start, g = len(snap.rules), snap.graph
+        result = FusionResult(graph, dict(snap.fired), list(snap.near_misses), dict(snap.disabled))
     for i in range(start, len(rules)):
         rule = rules[i]
         g = _siblings(rule, g, ctx, result) if rule.kind == "siblings" else _chain(rule, g, ctx, result)
@@ -386,7 +384,7 @@ def apply_fusion(graph: Graph, rules: list[Rule], ctx: FusionContext) -> FusionR
                 dict(result.disabled),
             )
         )
-    result.graph = g
+    result.graph = Graph(list(g.nodes), g.phase, list(g.notes))  # the remembered graph stays as it is
     return result
 
 
@@ -411,13 +409,32 @@ _PREFIXES: OrderedDict[tuple[object, ...], _Prefix] = OrderedDict()
 _PREFIX_LIMIT = 64  # a few runs' worth of prefixes (a graph is ~1-5k shared nodes)
 
 
+_PREFIX_LOCK = threading.Lock()
+
+
 def forget_prefixes() -> None:
     """Drop the remembered prefixes (benchmarks: measure a cold start)."""
-    _PREFIXES.clear()
+    with _PREFIX_LOCK:
+        _PREFIXES.clear()
+
+
+def _longest_prefix(graph: Graph, rules: list[Rule], ctx: FusionContext) -> _Prefix | None:
+    with _PREFIX_LOCK:
+        for k in range(len(rules), 0, -1):
+            snap = _PREFIXES.get((id(graph), ctx, tuple(map(id, rules[:k]))))
+            if (
+                snap is not None
+                and snap.source is graph
+                and all(a is b for a, b in zip(snap.rules, rules[:k], strict=True))
+            ):
+                _PREFIXES.move_to_end(snap.key)
+                return snap
+    return None
 
 
 def _remember(prefix: _Prefix) -> None:
-    _PREFIXES[prefix.key] = prefix
-    _PREFIXES.move_to_end(prefix.key)
-    while len(_PREFIXES) > _PREFIX_LIMIT:
-        _PREFIXES.popitem(last=False)
+    with _PREFIX_LOCK:
+        _PREFIXES[prefix.key] = prefix
+        _PREFIXES.move_to_end(prefix.key)
+        while len(_PREFIXES) > _PREFIX_LIMIT:
+            _PREFIXES.popitem(last=False)

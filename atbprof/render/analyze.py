@@ -8,13 +8,12 @@ the next command.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from atbprof.analyze.report import AnalysisReport, Row
+
+if TYPE_CHECKING:  # rich loads only for the terminal form (the JSON and Markdown twins start faster without it)
+    from rich.console import Console
 
 _KIND = {
     "decomposed_rmsnorm": "decomposed RMSNorm",
@@ -198,6 +197,9 @@ def sections(report: AnalysisReport) -> list[Section]:
 
 
 def render_analysis(report: AnalysisReport, console: Console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     for sec in sections(report):
         if sec.title == "summary":
             console.print(f"[bold]{escape(sec.lines[0])}[/bold]")
