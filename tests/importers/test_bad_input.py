@@ -112,6 +112,16 @@ def test_csv_with_a_bad_time(tmp_path: Path) -> None:
     _fails(path, "column 'Start Time(us)', row 3", "is not a time in µs")
 
 
+def test_csv_with_a_time_beyond_any_range(tmp_path: Path) -> None:
+    """An exponent Decimal cannot hold (found by the fuzz test): the time is bad, not a crash."""
+    lines = shared(QWEN_CSV).read_text().splitlines()
+    start = lines[3].split(",")[9]
+    lines[3] = lines[3].replace(start, "80.1e999020000", 1)
+    path = tmp_path / "kernel_details.csv"
+    path.write_text("\n".join(lines) + "\n")
+    _fails(path, "column 'Start Time(us)', row 3", "is not a time in µs")
+
+
 def test_csv_with_a_bad_optional_number_is_a_warning(tmp_path: Path) -> None:
     lines = shared(QWEN_CSV).read_text().splitlines()
     cells = lines[3].split(",")
