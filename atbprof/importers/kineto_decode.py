@@ -27,7 +27,6 @@ import pyarrow.compute as pc
 from atbprof.importers.timetext import floats_to_ns, us_to_ns
 from atbprof.importers.trace_events import PHASES, TraceEvents, dims_text
 
-_NULL = b"null"
 _ABSENT = msgspec.Raw(b"")  # msgspec.Raw cannot be in a union: an empty raw text marks an absent field
 
 
