@@ -7,12 +7,13 @@ import traceback
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+if TYPE_CHECKING:  # rich loads where a command renders with it (`--format json` does not)
+    from rich.console import Console
 
 from atbprof import __version__
 from atbprof.errors import AtbprofError, ConfigError
@@ -87,6 +88,9 @@ def run(
             raise ConfigError(exc.problems, source=str(config)) from exc
 
     def simulate_and_render(cfg: RunConfig) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
         err = Console(stderr=True)
         if format_ is OutputFormat.rich and err.is_terminal:
             with Progress(
@@ -318,6 +322,8 @@ def _emit(
 
 def _console() -> Console:
     """Reports to stdout; when it is not a terminal (a pipe, a file, CI) use a width the tables fit in."""
+    from rich.console import Console
+
     console = Console(highlight=False, soft_wrap=True)
     return console if console.is_terminal else Console(highlight=False, soft_wrap=True, width=160)
 
@@ -344,6 +350,9 @@ def _guard(body: object, verbose: bool) -> None:
 
 
 def main() -> None:
+    from atbprof.startup import skip_pyarrow_pandas_probe
+
+    skip_pyarrow_pandas_probe()
     app()
 
 

@@ -5,7 +5,10 @@
 
 1. Kineto JSON import: atbprof's importer vs HolisticTraceAnalysis' `parse_trace_file` on the same files.
 2. The Qwen3 torch_npu sample: `atbprof analyze` vs `msprof-analyze advisor all` (wall time of the commands).
-3. A simulated run of ~1,000,000 ops: `analyze()` on the loaded profile (target: under 1 s).
+3. Simulated runs of ~1,000,000 ops: `analyze()` on the loaded profile (target: under 1 s), a `fusion none` run and
+   a seed 000 baseline run (its what-if re-simulates twice). Each call starts cold: the fusion-prefix cache that a
+   previous call (or the simulation of the run itself, in this process) filled is cleared first, as in a fresh
+   `atbprof analyze` process.
 
 The peers are not atbprof dependencies: HolisticTraceAnalysis 0.5.0 goes into .bench-venv (with --no-deps plus
 pandas/numpy/psutil/pyyaml, as its docs advise); msprof-analyze comes from the test extra or that venv too.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -28,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from atbprof.analyze import analyze  # noqa: E402
 from atbprof.config import load_config  # noqa: E402
-from atbprof.importers import load_profile  # noqa: E402
+from atbprof.fusion import passes  # noqa: E402
+from atbprof.importers import Profile, load_profile  # noqa: E402
 from atbprof.run import run_simulation  # noqa: E402
 
 PEER_VENV = ROOT / ".bench-venv"
@@ -50,61 +55,101 @@ def peer_python() -> Path:
     return py
 
 
-def median_time(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
-    times = []
+def median_times(fn, repeat: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Median wall and CPU seconds (CPU: this process and its children; steadier on a shared machine)."""
+    walls, cpus = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), _cpu()
         fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - t)
+        cpus.append(_cpu() - c)
+    return statistics.median(walls), statistics.median(cpus)
 
 
-def hta_seconds(py: Path, trace: Path, repeat: int) -> float:
+def _cpu() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def hta_seconds(py: Path, trace: Path, repeat: int) -> tuple[float, float]:
     code = (
         "import json,statistics,sys,time,logging\nlogging.disable(logging.CRITICAL)\n"
-        "from hta.common.trace import parse_trace_file\nts=[]\n"
-        f"for _ in range({repeat}):\n t=time.perf_counter(); parse_trace_file({str(trace)!r}); "
-        "ts.append(time.perf_counter()-t)\nprint(json.dumps(statistics.median(ts)))"
+        "from hta.common.trace import parse_trace_file\nts=[];cs=[]\n"
+        f"for _ in range({repeat}):\n t=time.perf_counter(); c=time.process_time(); "
+        f"parse_trace_file({str(trace)!r}); ts.append(time.perf_counter()-t); cs.append(time.process_time()-c)\n"
+        "print(json.dumps([statistics.median(ts), statistics.median(cs)]))"
     )
     out = subprocess.run([str(py), "-c", code], check=True, capture_output=True, text=True).stdout
-    return float(out.strip().splitlines()[-1])
+    wall, cpu = json.loads(out.strip().splitlines()[-1])
+    return float(wall), float(cpu)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", choices=["kineto", "qwen3", "million"], help="run one part")
     args = ap.parse_args()
     py = peer_python()
-    print("1. Kineto import: atbprof vs HolisticTraceAnalysis parse_trace_file (median seconds)")
+    if args.only in (None, "kineto"):
+        bench_kineto(py, args.repeat)
+    if args.only in (None, "qwen3"):
+        bench_qwen3(args.repeat)
+    if args.only in (None, "million"):
+        bench_million(args.repeat)
+
+
+def bench_kineto(py: Path, repeat: int) -> None:
+    print("1. Kineto import: atbprof vs HolisticTraceAnalysis parse_trace_file (median wall / CPU seconds)")
     for name in KINETO:
         trace = SHARED / "traces" / name
-        ours = median_time(lambda t=trace: load_profile(t), args.repeat)
-        theirs = hta_seconds(py, trace, args.repeat)
-        print(f"   {name:55s} atbprof {ours:6.3f} s  HTA {theirs:6.3f} s  ratio {theirs / ours:5.1f}x")
-    print("2. Qwen3 torch_npu sample: atbprof analyze vs msprof-analyze advisor all (wall seconds, commands)")
-    atb = [sys.executable, "-m", "atbprof.cli", "analyze", str(QWEN3), "--format", "json"]
-    ours = median_time(lambda: subprocess.run(atb, check=True, capture_output=True), args.repeat)
-    with tempfile.TemporaryDirectory() as tmp:
-        advisor = [str(PEER_VENV / "bin" / "msprof-analyze"), "advisor", "all", "-d", str(QWEN3), "-o", tmp]
-        theirs = median_time(lambda: subprocess.run(advisor, capture_output=True, input=b"y\n"), args.repeat)
-    print(
-        f"   atbprof analyze {ours:6.2f} s   msprof-analyze advisor all {theirs:6.2f} s   ratio {theirs / ours:5.1f}x"
-    )
-    print("3. analyze() on a simulated run of ~1M ops (llama2-7b-910b2, fusion none)")
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg = load_config(
-            ROOT / "fixtures" / "llama2-7b-910b2.yaml",
-            ["fusion=none", "workload.decode_tokens=605", "output.trace=false"],
-        )
-        run = run_simulation(cfg, Path(tmp) / "r")
-        profile = load_profile(run.out_dir)
-        with_whatif = median_time(lambda: analyze(profile), args.repeat)
-        without = median_time(lambda: analyze(profile, whatif=False), args.repeat)
+        ours, ours_cpu = median_times(lambda t=trace: load_profile(t), repeat)
+        theirs, theirs_cpu = hta_seconds(py, trace, repeat)
         print(
-            f"   {profile.ops.num_rows:,} ops: analyze {with_whatif:.2f} s (incl. exact re-simulation), "
-            f"{without:.2f} s without what-if; load_profile {median_time(lambda: load_profile(run.out_dir), 1):.2f} s"
+            f"   {name:50s} atbprof {ours:.3f} / {ours_cpu:.3f} s  HTA {theirs:.3f} / {theirs_cpu:.3f} s  "
+            f"ratio {theirs / ours:4.1f}x wall, {theirs_cpu / ours_cpu:4.1f}x CPU"
         )
-    _ = json
+
+
+def bench_qwen3(repeat: int) -> None:
+    print("2. Qwen3 torch_npu sample: atbprof analyze vs msprof-analyze advisor all (wall / CPU s, commands)")
+    atb = [sys.executable, "-m", "atbprof.cli", "analyze", str(QWEN3), "--format", "json"]
+    advisor = [str(PEER_VENV / "bin" / "msprof-analyze"), "advisor", "all", "-d", str(QWEN3), "-o"]
+    ours: list[tuple[float, float]] = []
+    theirs: list[tuple[float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeat):  # interleaved, so both see the same machine load
+            ours.append(median_times(lambda: subprocess.run(atb, check=True, capture_output=True), 1))
+            theirs.append(median_times(lambda: subprocess.run([*advisor, tmp], capture_output=True, input=b"y\n"), 1))
+    mine, mine_cpu = (statistics.median(x) for x in zip(*ours, strict=True))
+    peer, peer_cpu = (statistics.median(x) for x in zip(*theirs, strict=True))
+    print(
+        f"   atbprof analyze {mine:.2f} / {mine_cpu:.2f} s   msprof-analyze advisor all {peer:.2f} / {peer_cpu:.2f} s"
+        f"   ratio {peer / mine:4.1f}x wall, {peer_cpu / mine_cpu:4.1f}x CPU"
+    )
+
+
+def bench_million(repeat: int) -> None:
+    print("3. analyze() on simulated runs of ~1M ops (LLaMA-2-7B; cold fusion cache per call)")
+    runs = [
+        ("llama2-7b-910b2.yaml", ["fusion=none", "workload.decode_tokens=605"], "fusion none"),
+        ("seed000-baseline.yaml", ["workload.decode_tokens=1188"], "seed 000 baseline, 2 re-simulations"),
+    ]
+    for config, overrides, label in runs:
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = load_config(ROOT / "fixtures" / config, [*overrides, "output.trace=false"])
+            run = run_simulation(cfg, Path(tmp) / "r")
+            profile = load_profile(run.out_dir)
+
+            def cold(whatif: bool, p: Profile = profile) -> None:
+                passes.forget_prefixes()
+                analyze(p, whatif=whatif)
+
+            with_whatif, with_cpu = median_times(lambda: cold(True), repeat)
+            without, without_cpu = median_times(lambda: cold(False), repeat)
+            print(
+                f"   {label:38s} {profile.ops.num_rows:,} ops: analyze {with_whatif:.2f} / {with_cpu:.2f} s "
+                f"(wall / CPU, with the exact what-if), {without:.2f} / {without_cpu:.2f} s without"
+            )
 
 
 if __name__ == "__main__":

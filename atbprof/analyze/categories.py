@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from atbprof.analyze.detect import first_tensor
 from atbprof.analyze.patterns import PatternSet
 from atbprof.analyze.view import OpView
-from atbprof.sim.summary import CATEGORIES
+from atbprof.sim.categories import CATEGORIES
 
 CATEGORY_NAMES = ("attention", "ffn", "other", "communication")
 ROLES_RULE = (

@@ -6,13 +6,16 @@ positions of the nodes reading its outputs is exactly the information a foreign 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyarrow as pa
-from pydantic import ValidationError
 
 from atbprof.analyze.view import dict_codes, int_column
-from atbprof.config.models import RunConfig
 from atbprof.errors import AtbprofError
+
+if TYPE_CHECKING:
+    from atbprof.config.models import RunConfig
 
 EDGES_SCHEMA = pa.schema(
     [
@@ -30,6 +33,10 @@ def run_config(meta: dict[str, object]) -> RunConfig | None:
     doc = meta.get("config")
     if not isinstance(doc, dict):
         return None
+    from pydantic import ValidationError
+
+    from atbprof.config.models import RunConfig  # runs of ours only: other profiles have no config
+
     try:
         return RunConfig.model_validate(doc)
     except ValidationError:

@@ -10,6 +10,7 @@ import fnmatch
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
@@ -17,7 +18,6 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from atbprof.config.yamlio import load_yaml_file
 from atbprof.errors import ConfigError
 
 FindingKind = Literal["decomposed_rmsnorm", "decomposed_layernorm", "add_norm", "norm_matmul", "fused_norm"]
@@ -168,12 +168,20 @@ def _merge_level(base: LevelPatterns, extra: LevelPatterns) -> LevelPatterns:
     return LevelPatterns(classes=classes, patterns=tuple(by_name[n] for n in order))
 
 
+@lru_cache(maxsize=1)
+def _builtin() -> PatternFile:
+    """patterns.yaml, parsed once per process (libyaml's loader where PyYAML has it: ~10x the pure-Python one)."""
+    text = resources.files("atbprof.analyze").joinpath("patterns.yaml").read_text(encoding="utf-8")
+    return _parse(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)), "patterns.yaml")
+
+
 def load_patterns(extra_file: str | None = None) -> PatternSet:
     """The built-in patterns, extended/overridden by a user file with the same layout."""
-    text = resources.files("atbprof.analyze").joinpath("patterns.yaml").read_text(encoding="utf-8")
-    doc = _parse(yaml.safe_load(text), "patterns.yaml")
+    doc = _builtin()
     source = "built-in patterns"
     if extra_file:
+        from atbprof.config.yamlio import load_yaml_file  # the config package: only for a user file
+
         extra = _parse(load_yaml_file(extra_file, "--patterns"), extra_file)
         doc = PatternFile(
             kernel=_merge_level(doc.kernel, extra.kernel),

@@ -5,15 +5,19 @@ Pure: returns a new findings table with `est_fused_ns` / `est_saving_ns` filled,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from atbprof.analyze.detect import first_tensor
 from atbprof.analyze.estimate import estimate
 from atbprof.analyze.patterns import OPPORTUNITY_KINDS
 from atbprof.analyze.report import WhatIf, WhatIfStep
-from atbprof.config.models import RunConfig
-from atbprof.fusion import load_rules
+
+if TYPE_CHECKING:
+    from atbprof.config.models import RunConfig
 
 RESIMULATED = (
     "re-simulated the run's own config with the fusion rule(s) switched on one after another, in rule order "
@@ -44,23 +48,32 @@ def _with_estimates(findings: pa.Table, fused: np.ndarray, saving: np.ndarray) -
 
 def counted(findings: pa.Table) -> np.ndarray:
     """Which rows count toward the total: device-level opportunities, or framework ones if there are none."""
-    kind = findings.column("kind").to_numpy(zero_copy_only=False)
-    level = findings.column("level").to_numpy(zero_copy_only=False)
-    opp = np.isin(kind, list(OPPORTUNITY_KINDS))
-    kernel = opp & (level == "kernel")
+    opp = _is_in(findings.column("kind"), list(OPPORTUNITY_KINDS))
+    kernel = opp & _equals(findings, "level", "kernel")
     return kernel if kernel.any() else opp
+
+
+def _equals(table: pa.Table, column: str, value: str) -> np.ndarray:
+    """Bool per row (null -> False); Arrow compares in bulk where object arrays would compare one by one."""
+    col = table.column(column)
+    return np.asarray(pc.fill_null(pc.equal(col, pa.scalar(value, col.type)), False).to_numpy(), bool)
+
+
+def _is_in(column: pa.ChunkedArray | pa.Array, values: list[str]) -> np.ndarray:
+    return np.asarray(pc.fill_null(pc.is_in(column, pa.array(values, column.type)), False).to_numpy(), bool)
 
 
 def whatif_resimulated(
     findings: pa.Table, cfg: RunConfig, before: dict[str, object], span_us: float
 ) -> tuple[pa.Table, WhatIf]:
     """Runs of ours: `before` is run.json's summary (the measured run); one re-simulation per rule involved."""
+    from atbprof.fusion import load_rules
     from atbprof.run import simulate_latency  # the simulator: only for runs of ours
 
     rules_in_order = list(load_rules(cfg.fusion.rules_file).rules)
-    use = counted(findings) & (findings.column("level").to_numpy(zero_copy_only=False) == "kernel")
-    rule_col = np.array(findings.column("rule").to_pylist(), dtype=object)
-    wanted = [r for r in rules_in_order if r and (use & (rule_col == r)).any()]
+    use = counted(findings) & _equals(findings, "level", "kernel")
+    rule_of = {r: _equals(findings, "rule", r) for r in rules_in_order if r}
+    wanted = [r for r in rules_in_order if r and (use & rule_of[r]).any()]
     n_dec = int(before.get("decode_steps", 0))  # type: ignore[call-overload]
 
     def total_us(s: dict[str, object]) -> float:
@@ -68,9 +81,10 @@ def whatif_resimulated(
 
     prev = total_us(before)
     prev_phase = {"prefill": float(before["ttft_ms"]), "decode": float(before["decode_ms_per_token"]) * n_dec}  # type: ignore[arg-type]
-    phase_col = np.array(findings.column("phase").to_pylist(), dtype=object)
+    phase_is = {ph: _equals(findings, "phase", ph) for ph in ("prefill", "decode")}
+    kind_col = findings.column("kind")
     saving = np.full(findings.num_rows, np.nan)
-    saving[~use & ~np.isin(findings.column("kind").to_numpy(zero_copy_only=False), list(OPPORTUNITY_KINDS))] = 0.0
+    saving[~use & ~_is_in(kind_col, list(OPPORTUNITY_KINDS))] = 0.0
     time = findings.column("time_ns").to_numpy().astype(float)
     steps: list[WhatIfStep] = []
     enabled: list[str] = list(cfg.fusion.enable)
@@ -83,14 +97,14 @@ def whatif_resimulated(
         )
         s = simulate_latency(cfg.model_copy(update={"fusion": fusion})).model_dump()
         now = total_us(s)
-        rows = use & (rule_col == rule)
+        rows = use & rule_of[rule]
         saved = prev - now
         now_phase = {"prefill": float(s["ttft_ms"]), "decode": float(s["decode_ms_per_token"]) * n_dec}
         # the re-simulation says what each phase saved; within a phase, findings share it by their time
         for ph in ("prefill", "decode"):
-            sel = rows & (phase_col == ph)
+            sel = rows & phase_is[ph]
             saving[sel] = (prev_phase[ph] - now_phase[ph]) * 1e6 * time[sel] / max(float(time[sel].sum()), 1.0)
-        rest = rows & ~np.isin(phase_col, ["prefill", "decode"])
+        rest = rows & ~phase_is["prefill"] & ~phase_is["decode"]
         saving[rest] = 0.0
         prev_phase = now_phase
         fired = {ph: int(v.get(rule, 0)) for ph, v in s["fusion_fired"].items()}
@@ -100,7 +114,7 @@ def whatif_resimulated(
             for nm in s["near_misses"]
             if nm["rule"] == rule
         ]
-        kinds = sorted({str(k) for k in np.array(findings.column("kind").to_pylist(), dtype=object)[rows]})
+        kinds = sorted({str(k) for k in pc.unique(kind_col.filter(pa.array(rows))).to_pylist()})
         steps.append(
             WhatIfStep(
                 kinds=kinds,

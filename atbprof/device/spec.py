@@ -8,7 +8,6 @@ from importlib import resources
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from atbprof.config.yamlio import load_yaml_file
 from atbprof.errors import ConfigError
 
 PRESETS = ("910A", "910B1", "910B2", "910B3", "910B4")
@@ -96,6 +95,8 @@ def _preset(preset: str) -> DeviceSpec:
 
 def load_device(preset: str | None, spec: str | None = None) -> DeviceSpec:
     if spec:
+        from atbprof.config.yamlio import load_yaml_file  # the config package: only for a user file
+
         doc = load_yaml_file(spec, "device.spec")
         source = spec
     else:

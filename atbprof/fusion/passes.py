@@ -7,6 +7,8 @@ windows become one fused node, and later nodes that read a replaced node are re-
 from __future__ import annotations
 
 import fnmatch
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -360,9 +362,81 @@ def _siblings(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult
 
 
 def apply_fusion(graph: Graph, rules: list[Rule], ctx: FusionContext) -> FusionResult:
+    """The rules' passes in order. Passes never mutate their input graph, so the graph after each prefix of `rules`
+    is remembered (per source graph, context and rule objects) and a later call with the same prefix starts from
+    it: `analyze`'s what-if re-simulates a run with one more rule at a time, and `build_graph` / the built-in rules
+    are cached, so each re-simulation runs only the passes of the new rules."""
+    start, g = 0, Graph(list(graph.nodes), ctx.phase)
     result = FusionResult(graph=graph)
-    g = Graph(list(graph.nodes), ctx.phase)
-    for rule in rules:
+    snap = _longest_prefix(graph, rules, ctx)
+    if snap is not None:
+        start, g = len(snap.rules), snap.graph
+        result = FusionResult(graph, dict(snap.fired), list(snap.near_misses), dict(snap.disabled))
+    for i in range(start, len(rules)):
+        rule = rules[i]
         g = _siblings(rule, g, ctx, result) if rule.kind == "siblings" else _chain(rule, g, ctx, result)
-    result.graph = g
+        _remember(
+            _Prefix(
+                graph,
+                ctx,
+                tuple(rules[: i + 1]),
+                g,
+                dict(result.fired),
+                tuple(result.near_misses),
+                dict(result.disabled),
+            )
+        )
+    result.graph = Graph(list(g.nodes), g.phase, list(g.notes))  # the remembered graph stays as it is
     return result
+
+
+@dataclass(frozen=True)
+class _Prefix:
+    """The graph after the first rules of a rule list (strong references: the ids in the key stay unique)."""
+
+    source: Graph
+    ctx: FusionContext
+    rules: tuple[Rule, ...]
+    graph: Graph
+    fired: dict[str, int]
+    near_misses: tuple[NearMiss, ...]
+    disabled: dict[str, str]
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        return (id(self.source), self.ctx, tuple(map(id, self.rules)))
+
+
+_PREFIXES: OrderedDict[tuple[object, ...], _Prefix] = OrderedDict()
+_PREFIX_LIMIT = 64  # a few runs' worth of prefixes (a graph is ~1-5k shared nodes)
+
+
+_PREFIX_LOCK = threading.Lock()
+
+
+def forget_prefixes() -> None:
+    """Drop the remembered prefixes (benchmarks: measure a cold start)."""
+    with _PREFIX_LOCK:
+        _PREFIXES.clear()
+
+
+def _longest_prefix(graph: Graph, rules: list[Rule], ctx: FusionContext) -> _Prefix | None:
+    with _PREFIX_LOCK:
+        for k in range(len(rules), 0, -1):
+            snap = _PREFIXES.get((id(graph), ctx, tuple(map(id, rules[:k]))))
+            if (
+                snap is not None
+                and snap.source is graph
+                and all(a is b for a, b in zip(snap.rules, rules[:k], strict=True))
+            ):
+                _PREFIXES.move_to_end(snap.key)
+                return snap
+    return None
+
+
+def _remember(prefix: _Prefix) -> None:
+    with _PREFIX_LOCK:
+        _PREFIXES[prefix.key] = prefix
+        _PREFIXES.move_to_end(prefix.key)
+        while len(_PREFIXES) > _PREFIX_LIMIT:
+            _PREFIXES.popitem(last=False)

@@ -6,10 +6,12 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from atbprof.config.models import ModelSection
 from atbprof.errors import ConfigError
+
+if TYPE_CHECKING:  # the run config models load only with a config (analyze of other profiles needs none)
+    from atbprof.config.models import ModelSection
 
 PRESETS = ("llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b")
 _HF_KEYS = (

@@ -77,9 +77,13 @@ class Graph:
     def consumers(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {n.id: [] for n in self.nodes}
         for n in self.nodes:
+            nid = n.id
             for e in n.inputs:
-                if e.producer >= 0 and n.id not in out[e.producer]:
-                    out[e.producer].append(n.id)
+                if e.producer >= 0:
+                    readers = out[e.producer]
+                    # nodes come in order: a repeat can only be this node reading one producer twice
+                    if not readers or readers[-1] != nid:
+                        readers.append(nid)
         return out
 
     def by_id(self) -> dict[int, Node]:

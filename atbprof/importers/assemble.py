@@ -50,7 +50,7 @@ class RawFramework:
     dur_ns: np.ndarray
     pid: list[object]  # as the source wrote them (int, or str for some Kineto pseudo-processes)
     tid: list[object]
-    input_shapes: list[str | None] = field(default_factory=list)
+    input_shapes: list[str | None] | pa.Array = field(default_factory=list)
 
 
 @dataclass
@@ -165,20 +165,25 @@ def _framework_table(fw: RawFramework, steps: RawSteps | None, origin: int) -> p
         "depth": pa.array(depth[rows], pa.int32()),
         "parent": pa.array(parent[rows], pa.int64(), mask=parent[rows] < 0),
         "step": pa.array(step[rows], pa.int32(), mask=step[rows] < 0),
-        "input_shapes": pa.array(
-            [fw.input_shapes[i] for i in rows.tolist()] if fw.input_shapes else [None] * n, pa.string()
-        ),
+        "input_shapes": _shapes(fw.input_shapes, rows),
     }
     return pa.Table.from_pydict(cols, schema=FRAMEWORK_SCHEMA)
 
 
+def _shapes(shapes: list[str | None] | pa.Array, rows: np.ndarray) -> pa.Array:
+    if isinstance(shapes, pa.Array):
+        return shapes.take(pa.array(rows))
+    return pa.array([shapes[i] for i in rows.tolist()] if shapes else [None] * len(rows), pa.string())
+
+
 def _ids(values: list[object], rows: np.ndarray) -> pa.Array:
     """pid / tid as int64; other spellings (Kineto's "Spans", digits as text) are converted or null."""
-    if set(map(type, values)) <= {int}:
-        try:
-            arr = np.array(values, np.int64) if values else np.zeros(0, np.int64)
-            return pa.array(arr[rows])
-        except OverflowError:  # an id beyond int64 (JSON allows it): one value at a time
+    kinds = set(map(type, values))
+    if kinds <= {int} or kinds == {str}:
+        try:  # whole columns: ints, or texts that are all plain integers (old Kineto: "tid": "25738")
+            arr = pa.array(values, pa.int64() if kinds <= {int} else pa.string())
+            return pc.cast(arr, pa.int64()).take(pa.array(rows))
+        except (pa.ArrowInvalid, OverflowError):  # beyond int64, or "Spans": one value at a time
             pass
     return pa.array([_int_or_none(values[i]) for i in rows.tolist()], pa.int64())
 
@@ -202,13 +207,23 @@ def _thread_codes(pid: list[object], tid: list[object]) -> np.ndarray:
             return pid_code.astype(np.int64) * len(tid_uniq) + tid_code.reshape(-1)
         except OverflowError:  # ids beyond int64: the generic path
             pass
-    codes: dict[tuple[str, str], int] = {}
     # keyed by text: 25738 and "25738" (old Kineto writes both) are the same thread
-    return np.fromiter(
-        (codes.setdefault((str(p), str(t)), len(codes)) for p, t in zip(pid, tid, strict=True)),
-        np.int64,
-        count=len(pid),
-    )
+    pid_code, tid_code = (pc.dictionary_encode(_id_texts(v)) for v in (pid, tid))
+    code = pid_code.indices.to_numpy().astype(np.int64) * len(tid_code.dictionary) + tid_code.indices.to_numpy()
+    return np.unique(code, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def _id_texts(values: list[object]) -> pa.Array:
+    """str() of each id, by column when the column is all ints or all texts."""
+    kinds = set(map(type, values))
+    try:
+        if kinds <= {int}:
+            return pc.cast(pa.array(values, pa.int64()), pa.string())
+        if kinds == {str}:
+            return pa.array(values, pa.string())
+    except (pa.ArrowInvalid, OverflowError):
+        pass
+    return pa.array([str(v) for v in values], pa.string())
 
 
 def _nesting(
@@ -220,8 +235,8 @@ def _nesting(
     only partly overlaps the open one (rounding artefacts, < 1 µs in real traces) closes it.
     """
     n = len(order)
-    depth = np.zeros(n, np.int64)
-    parent = np.full(n, -1, np.int64)
+    depth = [0] * n
+    parent = [-1] * n
     th, st, en, ix = thread.tolist(), start.tolist(), end.tolist(), index.tolist()
     stack_end: list[int] = []
     stack_ix: list[int] = []
@@ -240,7 +255,7 @@ def _nesting(
             depth[i] = len(stack_end)
         stack_end.append(e)
         stack_ix.append(ix[i])
-    return depth, parent
+    return np.array(depth, np.int64), np.array(parent, np.int64)
 
 
 def _step_frames(ops: pa.Table, steps: RawSteps | None, origin: int) -> pa.Table | None:

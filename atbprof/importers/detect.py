@@ -17,6 +17,7 @@ from atbprof.importers.base import Profile
 from atbprof.importers.csv_tables import classify, header_of, read_op_table
 from atbprof.importers.guard import importer
 from atbprof.importers.kineto import read_kineto
+from atbprof.importers.kineto_decode import NotFast, decode_kineto
 from atbprof.importers.ours import is_run_dir, load_run
 from atbprof.importers.trace_events import TraceEvents, load_trace
 from atbprof.optable.schema import read_ops
@@ -35,6 +36,7 @@ ACCEPTED = """atbprof reads:
   - a Kineto / torch.profiler trace (*.pt.trace.json, .json.gz)"""
 _GZIP = b"\x1f\x8b"
 _PARQUET = b"PAR1"
+_SQLITE = b"SQLite format 3\x00"
 _HEAD = 1 << 16
 
 
@@ -65,7 +67,8 @@ def load_timeline(path: Path) -> Profile:
 @importer
 def load_kineto(path: Path) -> Profile:
     """A Kineto / torch.profiler trace (gzip allowed)."""
-    return _kineto_profile(path, load_trace(path, _read_all(path)))
+    data = _read_all(path)
+    return _fast_kineto(path, data) or _kineto_profile(path, load_trace(path, data))
 
 
 def _load_dir(path: Path) -> Profile:
@@ -108,12 +111,22 @@ def _load_file(path: Path) -> Profile:
     if head.startswith(_PARQUET):
         ops = read_ops(path)
         return Profile("atbprof-run", str(path), ops, meta={"origin_ns": 0})
+    if head.startswith(_SQLITE):  # no sample of the .db layout is at hand: say what to pass instead of guessing
+        raise InputError(
+            f"{path}: an SQLite database (msprof / torch_npu export_type=db); atbprof reads the text exports: "
+            "pass the profile directory or its kernel_details.csv / op_summary_*.csv / trace_view.json (re-export "
+            "with export_type=text if only the .db was written)"
+        )
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise InputError(f"{path}: UTF-16 text; Ascend and PyTorch tools write UTF-8 - convert the file to UTF-8")
     if b"\x00" in head:
         raise InputError(f"{path}: binary data, not a profile (no CSV or JSON text)\n{ACCEPTED}")
     if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"[", b"{"):
-        trace = load_trace(path, data if data is not None else path.read_bytes())
+        data = data if data is not None else path.read_bytes()
+        fast = _fast_kineto(path, data)
+        if fast is not None:
+            return fast
+        trace = load_trace(path, data)
         return _ascend_profile(path, trace) if is_ascend_trace(trace) else _kineto_profile(path, trace)
     return _load_csv(path, head, data)
 
@@ -138,6 +151,17 @@ def _ascend_profile(path: Path, trace: TraceEvents) -> Profile:
         first_event_ns=ascend.first_event_ns,
         meta={**ascend.meta, "trace_files": [str(path)]},
     )
+
+
+def _fast_kineto(path: Path, data: bytes) -> Profile | None:
+    """A Kineto trace through the fast decoder; None: the general path must read it (and explain any problem)."""
+    try:
+        trace = decode_kineto(path, data)
+        if trace is None or is_ascend_trace(trace):
+            return None
+        return _kineto_profile(path, trace)
+    except (NotFast, InputError):
+        return None
 
 
 def _kineto_profile(path: Path, trace: TraceEvents) -> Profile:

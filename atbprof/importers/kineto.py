@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from atbprof.importers.ascend_json import PROFILER_STEP
 from atbprof.importers.assemble import RawFramework, RawOps, RawSteps
 from atbprof.importers.optypes import derive_types, gpu_op_type
-from atbprof.importers.trace_events import TraceEvents, dims_texts, int_arg, text_of
+from atbprof.importers.trace_events import TraceEvents, int_arg, text_of
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
@@ -62,11 +62,9 @@ def read_kineto(trace: TraceEvents) -> tuple[RawOps, RawFramework, RawSteps | No
         name=[text_of(trace.name[i]) for i in cpu_ops],
         start_ns=ts[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
         dur_ns=trace.dur_ns[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
-        pid=[trace.pid[i] for i in cpu_ops],
-        tid=[trace.tid[i] for i in cpu_ops],
-        input_shapes=dims_texts(
-            [a.get("Input Dims") if isinstance(a := trace.args[i], dict) else None for i in cpu_ops]
-        ),
+        pid=trace.take("pid", cpu_ops),
+        tid=trace.take("tid", cpu_ops),
+        input_shapes=trace.arg_dims("Input Dims", cpu_ops),
     )
     frames = None
     if steps:
@@ -91,7 +89,7 @@ def read_kineto(trace: TraceEvents) -> tuple[RawOps, RawFramework, RawSteps | No
 
 def _correlations(trace: TraceEvents, rows: list[int]) -> np.ndarray:
     """args.correlation per row as int64 (-1: none); numbers, or digits as text in the old schema."""
-    values = [a.get("correlation") if type(a := trace.args[i]) is dict else None for i in rows]
+    values = trace.arg_values("correlation", rows)
     try:
         arr = pa.array(values, pa.int64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
@@ -129,7 +127,7 @@ class Launches:
 def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launches) -> RawOps:
     if not kernels:
         return RawOps.empty()
-    args = [trace.args[i] for i in kernels]
+    streams = trace.arg_values("stream", kernels)
     names = pa.array([text_of(trace.name[i]) for i in kernels], pa.string())
     launch = launches.of(_correlations(trace, kernels))
     found = launch >= 0
@@ -141,7 +139,9 @@ def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launc
         "op_name": names,
         "op_type": derive_types(names, gpu_op_type),
         "task_type": pa.array(["GPU"] * len(kernels), pa.string()),
-        "stream_id": pa.array([_stream(a, trace.tid[i]) for a, i in zip(args, kernels, strict=True)], pa.int64()),
+        "stream_id": pa.array(
+            [_stream(s, t) for s, t in zip(streams, trace.take("tid", kernels), strict=True)], pa.int64()
+        ),
         "task_start_ns": pa.array(start, pa.int64()),
         "task_dur_ns": pa.array(np.maximum(trace.dur_ns[kernels], 0), pa.int64()),
         "host_launch_start_ns": pa.array(host_start, pa.int64(), mask=~found),
@@ -150,8 +150,8 @@ def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launc
     return RawOps(cols, np.where(found, host_start, start))
 
 
-def _stream(args: Any, tid: Any) -> int | None:
-    stream = int_arg(args, "stream")
+def _stream(value: Any, tid: Any) -> int | None:
+    stream = int_arg({"s": value}, "s")
     if stream is None and isinstance(tid, str) and tid.startswith("stream "):  # old schema: tid "stream 7"
         stream = int_arg({"s": tid[7:]}, "s")
     if stream is None and isinstance(tid, int) and not isinstance(tid, bool):

@@ -9,8 +9,12 @@ type, but kernel names follow a few conventions:
   <anything>_MemSet                    the atomic clean before a kernel -> MemSet
   hcom_<op>__<ids>                     hcom_allReduce__868_0_1 -> hcom_allReduce_ (the Type msprof writes)
   RmsNorm, SwiGlu, PpMatMulF16Kernel   bare names (fused ops, ATB kernels) -> the name itself
-GE names lose their variant (LayerNorm90 is a LayerNormV3, ReduceSum147 a ReduceSumD): on the real typed samples
-the rules agree with the recorded Type on 97% of rows (tests/importers pin the figure).
+A variant the name spells is kept (LayerNormV390 -> LayerNormV3, ReduceSumD147 -> ReduceSumD, aclnn..._LayerNormV3).
+GE names of the acl_op path carry the framework op's name, not the type GE chose when it compiled the node:
+LayerNorm90 ran as a LayerNormV3, ReduceSum147 as a ReduceSumD, StridedSlice195 as a StridedSliceD (the typed
+kernel_details of the same sample say so), and nothing in a Level0 profile records the choice (trace_view's
+Dequeue@ and task args neither), so such rows keep the family name - the norm patterns treat LayerNorm and
+LayerNormV3 alike. On the real typed samples the rules agree with the recorded Type on 97% of rows (tests pin it).
 
 GPU (Kineto `kernel` events): the function name without `void`, namespaces, template arguments and parameters
 (`void at::native::vectorized_elementwise_kernel<4, ...>(...)` -> vectorized_elementwise_kernel); a generic

@@ -9,7 +9,7 @@ decimals, exponents, a leading '+') go through Decimal one value at a time, roun
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -95,7 +95,7 @@ def _digits_to_ns(text: pa.Array, valid: np.ndarray) -> tuple[np.ndarray, np.nda
 def _decimal_ns(text: str) -> int | None:
     try:
         value = Decimal(text) * 1000
-    except (InvalidOperation, ValueError):
+    except (ArithmeticError, ValueError):  # InvalidOperation, and Overflow for exponents like 1e999999
         return None
     if not value.is_finite() or abs(value) > _MAX_ABS_NS:
         return None

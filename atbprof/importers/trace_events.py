@@ -53,7 +53,7 @@ class TraceEvents:
 
     path: Path
     top: dict[str, Any] | None  # the enclosing object (Kineto), None for a bare event array (Ascend)
-    events: list[dict[str, Any]]
+    events: list[Any]  # the decoded events: dicts (orjson) or structs (kineto_decode.py)
     ph: Sequence[str]
     name: Sequence[Any]
     cat: Sequence[Any]
@@ -65,6 +65,20 @@ class TraceEvents:
     dur_ns: np.ndarray
     has_dur: np.ndarray
     _text: dict[str, pa.Array] = field(default_factory=dict)
+
+    def take(self, field: str, rows: Sequence[int]) -> list[Any]:
+        """pid / tid / name / ... of the given rows."""
+        column = getattr(self, field)
+        return [column[i] for i in rows]
+
+    def arg_values(self, key: str, rows: Sequence[int]) -> list[Any]:
+        """args[key] of each row (None where the event has no args object or no such key)."""
+        args = self.args
+        return [a.get(key) if type(a := args[i]) is dict else None for i in rows]
+
+    def arg_dims(self, key: str, rows: Sequence[int]) -> list[str | None] | pa.Array:
+        """`dims_texts` of args[key] (framework input shapes) per row."""
+        return dims_texts(self.arg_values(key, rows))
 
     @property
     def timed(self) -> np.ndarray:
@@ -95,15 +109,14 @@ class TraceEvents:
 
     def _meta_names(self, kind: str, key: Any) -> dict[Any, str]:
         out: dict[Any, str] = {}
-        for i in np.flatnonzero(self.where("ph", ("M",)) & self.where("name", (kind,))).tolist():
-            args = self.args[i]
-            value = args.get("name") if isinstance(args, dict) else None
+        rows = np.flatnonzero(self.where("ph", ("M",)) & self.where("name", (kind,))).tolist()
+        for i, value in zip(rows, self.arg_values("name", rows), strict=True):
             if isinstance(value, str):
                 out[key(i)] = value
         return out
 
     def fail(self, index: int, problem: str) -> InputError:
-        event = orjson.dumps(self.events[index]).decode(errors="replace")
+        event = orjson.dumps(self.events[index], default=repr).decode(errors="replace")
         return InputError(f"{self.path}: event #{index} ({event[:160]}): {problem}")
 
 

@@ -11,11 +11,14 @@ boundary (see `MSPROF_COLUMNS`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from atbprof.errors import InputError, SchemaError
+
+if TYPE_CHECKING:  # pyarrow.parquet is imported where a file is read: analyze of other formats never needs it
+    import pyarrow.parquet as pq
 
 SCHEMA_VERSION = "1"
 
@@ -105,6 +108,8 @@ def check_table(table: pa.Table | pa.Schema, source: str = "op table") -> None:
 
 def ops_metadata(path: str | Path) -> pq.FileMetaData:
     """The Parquet metadata of an ops.parquet, after checking its columns and schema version."""
+    import pyarrow.parquet as pq
+
     path = Path(path)
     try:
         meta = pq.read_metadata(path)
@@ -122,6 +127,8 @@ def ops_metadata(path: str | Path) -> pq.FileMetaData:
 
 def read_steps(path: str | Path) -> pa.Table:
     """Read a steps.parquet written by `atbprof run`, checking its columns."""
+    import pyarrow.parquet as pq
+
     path = Path(path)
     try:
         steps = pq.read_table(path)
@@ -135,6 +142,8 @@ def read_steps(path: str | Path) -> pa.Table:
 
 def read_ops(path: str | Path) -> pa.Table:
     """Read an ops.parquet written by `atbprof run`, checking its schema."""
+    import pyarrow.parquet as pq
+
     ops_metadata(path)
     return pq.read_table(path, schema=OPS_SCHEMA)
 

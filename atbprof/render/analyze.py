@@ -7,12 +7,13 @@ the next command.
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from atbprof.analyze.report import AnalysisReport, Row
 from atbprof.render.sections import Section, render_sections, sections_markdown
+
+if TYPE_CHECKING:  # rich loads only for the terminal form (the JSON and Markdown twins start faster without it)
+    from rich.console import Console
 
 _KIND = {
     "decomposed_rmsnorm": "decomposed RMSNorm",

@@ -6,12 +6,13 @@ positive one is a regression (red).
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from atbprof.diff.report import DiffReport, Figure
 from atbprof.render.sections import Section, render_sections, sections_markdown
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _CATEGORY = {
     "attention": "Attention (with its norm)",

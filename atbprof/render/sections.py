@@ -6,10 +6,10 @@ Every report's terminal and Markdown forms come from one list, so they can not d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+if TYPE_CHECKING:  # rich loads only for the terminal form (the JSON and Markdown twins start faster without it)
+    from rich.console import Console
 
 
 @dataclass
@@ -24,6 +24,9 @@ class Section:
 
 def render_sections(sections: list[Section], console: Console, quiet_titles: tuple[str, ...] = ("source",)) -> None:
     """`summary` is printed bold, `next` as `next: ...` lines, tables with their title."""
+    from rich.markup import escape
+    from rich.table import Table
+
     for sec in sections:
         if sec.title == "summary":
             console.print(f"[bold]{escape(sec.lines[0])}[/bold]")

@@ -8,8 +8,9 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
 
+from atbprof.sim.categories import CATEGORIES
+
 NORM_TYPES = ("RmsNorm", "AddRmsNorm", "LayerNormV3", "AddLayerNorm", "LayerNorm")
-CATEGORIES = {"attn": "attention", "ffn": "ffn", "head": "other"}
 
 
 class OpTypeTime(BaseModel):

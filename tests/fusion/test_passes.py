@@ -162,3 +162,31 @@ def test_dtype_restricted_rule_records_a_near_miss(tmp_path: Path) -> None:
     res = apply_fusion(g, rules.resolve("none", ("gate_up_merge", "swiglu")), ctx)
     assert "swiglu" not in res.fired
     assert res.disabled["swiglu"] == "the fused kernel supports fp16, not bf16"
+
+
+def test_a_remembered_rule_prefix_gives_what_fusing_from_scratch_gives() -> None:
+    """apply_fusion resumes from the graph after a remembered prefix of the rules (the what-if adds one rule at a
+    time); the result must equal a from-scratch run: nodes, fired counts, near-misses, disabled rules."""
+    from atbprof.fusion import passes
+
+    dims = resolve_model(ModelSection(preset="llama2-7b"))
+    g = build_graph(dims)
+    c = FusionContext(phase="decode", soc_version="Ascend910", tokens=1, seq_len=600)
+    base = RULES.resolve("seed000-baseline")
+    more = RULES.resolve("seed000-baseline", ("add_norm", "norm_matmul"))
+    assert [r.name for r in more[: len(base)]] == [r.name for r in base]  # the added rules come last
+    passes.forget_prefixes()
+    scratch = apply_fusion(g, more, c)
+    passes.forget_prefixes()
+    apply_fusion(g, base, c)
+    assert len(passes._PREFIXES) == len(base)
+    resumed = apply_fusion(g, more, c)
+    assert list(map(repr, resumed.graph.nodes)) == list(map(repr, scratch.graph.nodes))  # tensors: eq by identity
+    assert (resumed.fired, resumed.near_misses, resumed.disabled) == (
+        scratch.fired,
+        scratch.near_misses,
+        scratch.disabled,
+    )
+    assert resumed.fired.get("add_norm", 0) > 0
+    again = apply_fusion(g, base, c)  # the remembered result is not changed by the runs that resumed from it
+    assert sum(again.fired.values()) == sum(v for k, v in resumed.fired.items() if k not in ("add_norm", "norm_matmul"))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import orjson
@@ -39,6 +41,14 @@ def test_binary_file(tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
     path.write_bytes(bytes(range(256)) * 4)
     _fails(path, "binary data")
+
+
+def test_sqlite_export_says_what_to_pass_instead(tmp_path: Path) -> None:
+    path = tmp_path / "ascend_pytorch_profiler_0.db"
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE t (x INTEGER)")
+        db.commit()
+    _fails(path, "SQLite", "export_type=text", "kernel_details.csv")
 
 
 def test_utf16_file(tmp_path: Path) -> None:
@@ -97,6 +107,16 @@ def test_csv_missing_a_needed_column(tmp_path: Path, column: str) -> None:
 def test_csv_with_a_bad_time(tmp_path: Path) -> None:
     lines = shared(QWEN_CSV).read_text().splitlines()
     lines[3] = lines[3].replace("1764246877", "17642x6877", 1)
+    path = tmp_path / "kernel_details.csv"
+    path.write_text("\n".join(lines) + "\n")
+    _fails(path, "column 'Start Time(us)', row 3", "is not a time in µs")
+
+
+def test_csv_with_a_time_beyond_any_range(tmp_path: Path) -> None:
+    """An exponent Decimal cannot hold (found by the fuzz test): the time is bad, not a crash."""
+    lines = shared(QWEN_CSV).read_text().splitlines()
+    start = lines[3].split(",")[9]
+    lines[3] = lines[3].replace(start, "80.1e999020000", 1)
     path = tmp_path / "kernel_details.csv"
     path.write_text("\n".join(lines) + "\n")
     _fails(path, "column 'Start Time(us)', row 3", "is not a time in µs")

@@ -1,0 +1,5 @@
+"""The seed 000 table's rows: an op's category from the first part of its role (attn.*, ffn.*, head.*).
+
+Its own module so that `atbprof analyze` reads it without loading the run summary's models."""
+
+CATEGORIES = {"attn": "attention", "ffn": "ffn", "head": "other"}
