@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_analyze import median_time, peer_python  # noqa: E402
+from bench_analyze import median_times, peer_python  # noqa: E402
 
 from atbprof.config import load_config  # noqa: E402
 from atbprof.diff.api import diff, diff_paths  # noqa: E402
@@ -38,15 +38,18 @@ PINNED = ROOT / "tests" / "diff" / "data" / "hta_ops_diff.json"
 JITTER = ["execution.jitter.kernel_cv=0.05", "execution.jitter.host_cv=0.1"]
 
 
-def hta_seconds(py: Path, control: Path, test: Path, repeat: int) -> float:
+def hta_seconds(py: Path, control: Path, test: Path, repeat: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of HTA's TraceDiff.compare_traces (it parses both traces too)."""
     code = (
         "import json,statistics,time,logging,warnings\nlogging.disable(logging.CRITICAL)\n"
-        "warnings.filterwarnings('ignore')\nfrom hta.trace_diff import TraceDiff\nts=[]\n"
-        f"for _ in range({repeat}):\n t=time.perf_counter(); TraceDiff.compare_traces({str(control)!r}, "
-        f"{str(test)!r}); ts.append(time.perf_counter()-t)\nprint(json.dumps(statistics.median(ts)))"
+        "warnings.filterwarnings('ignore')\nfrom hta.trace_diff import TraceDiff\nts=[];cs=[]\n"
+        f"for _ in range({repeat}):\n t=time.perf_counter(); c=time.process_time(); "
+        f"TraceDiff.compare_traces({str(control)!r}, {str(test)!r}); ts.append(time.perf_counter()-t); "
+        "cs.append(time.process_time()-c)\nprint(json.dumps([statistics.median(ts), statistics.median(cs)]))"
     )
     out = subprocess.run([str(py), "-c", code], check=True, capture_output=True, text=True).stdout
-    return float(out.strip().splitlines()[-1])
+    wall, cpu = json.loads(out.strip().splitlines()[-1])
+    return float(wall), float(cpu)
 
 
 def pin_hta(py: Path, control: Path, test: Path) -> None:
@@ -88,8 +91,8 @@ def main() -> None:
                 dirs[key] = run_simulation(cfg, Path(tmp) / key).out_dir
             for a, b in (("seed1", "seed2"), ("seed1", "default")):
                 pa_, pb_ = load_profile(dirs[a]), load_profile(dirs[b])
-                total = median_time(lambda a=a, b=b: diff_paths(dirs[a], dirs[b]), args.repeat)
-                alone = median_time(lambda pa_=pa_, pb_=pb_: diff(pa_, pb_), args.repeat)
+                total, _ = median_times(lambda a=a, b=b: diff_paths(dirs[a], dirs[b]), args.repeat)
+                alone, _ = median_times(lambda pa_=pa_, pb_=pb_: diff(pa_, pb_), args.repeat)
                 report = diff(pa_, pb_).report
                 head = report.headline.decode_ms_per_token
                 assert head is not None
@@ -107,9 +110,12 @@ def main() -> None:
         for d, f in ((dc, control), (dt, test)):
             d.mkdir()
             shutil.copy(f, d / f.name)
-        ours = median_time(lambda: diff_paths(control, test), args.repeat)
-        theirs = hta_seconds(py, dc, dt, args.repeat)
-        print(f"   atbprof {ours:6.3f} s   HTA {theirs:6.3f} s   ratio {theirs / ours:5.1f}x")
+        ours, ours_cpu = median_times(lambda: diff_paths(control, test), args.repeat)
+        theirs, theirs_cpu = hta_seconds(py, dc, dt, args.repeat)
+        print(
+            f"   wall: atbprof {ours:6.3f} s   HTA {theirs:6.3f} s   ratio {theirs / ours:5.1f}x\n"
+            f"   CPU:  atbprof {ours_cpu:6.3f} s   HTA {theirs_cpu:6.3f} s   ratio {theirs_cpu / ours_cpu:5.1f}x"
+        )
         if args.pin_hta:
             pin_hta(py, dc, dt)
 

@@ -1,11 +1,12 @@
 """Matching any two inputs: align the op-type sequences of each paired step, stream by stream.
 
-The alignment (a longest common subsequence of op types, rapidfuzz's Indel, after `--map` renames) gives equal runs (1:1
-groups) and edit blocks. In an edit block a known fusion is one edit: a new op whose type is a fused kernel
-(`fused_from` in the new profile, a chain of atbprof/data/fusion_rules.yaml, or a name made of the replaced types
-in order, e.g. Add + RmsNorm -> AddRmsNorm) takes the contiguous run of base ops it replaces (and the reverse is a
-split). What is left is grouped by op type + input shapes, then op type (msprof-analyze KernelCompare's key); the
-rest is removed / added. Steps with identical sequences reuse one alignment, so a long trace costs one per shape.
+The alignment (a longest common subsequence of op types, rapidfuzz's Indel, after `--map` renames) gives equal
+runs (1:1 groups) and edit blocks. In an edit block a known fusion is one edit: a new op whose type is a fused
+kernel (`fused_from` in the profile, a chain in known_fusions.yaml or atbprof/data/fusion_rules.yaml, or a name
+made of the replaced types in order, e.g. Add + RmsNorm -> AddRmsNorm) takes the contiguous run of base ops it
+replaces (and the reverse is a split). What is left is grouped by op type + input shapes, then op type
+(msprof-analyze KernelCompare's key); the rest is removed / added. Steps with identical sequences reuse one
+alignment, so a long trace costs one per distinct step.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
+import yaml
 from rapidfuzz.distance import Indel
 
 from atbprof.analyze.categories import CATEGORY_NAMES
@@ -27,10 +30,13 @@ MAX_FUSED = 12  # longest base chain one fused kernel may replace
 
 @lru_cache(maxsize=1)
 def _rule_chains() -> dict[str, tuple[tuple[str, ...], ...]]:
-    """fused op type -> the op-type chains it replaces, from the fusion rules."""
+    """fused op type -> the op-type chains it replaces: known_fusions.yaml, then the fusion rules."""
     from atbprof.fusion.rules import load_rules
 
     out: dict[str, list[tuple[str, ...]]] = {}
+    known = yaml.safe_load((Path(__file__).parent / "known_fusions.yaml").read_text(encoding="utf-8"))
+    for fused, chains in known["fusions"].items():
+        out.setdefault(fused, []).extend(tuple(c) for c in chains)
     for rule in load_rules().rules.values():
         for pat in rule.patterns:
             names = {pat.fused} if isinstance(pat.fused, str) else set(pat.fused.values())

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from atbprof.analyze.api import framework_timeline
 from atbprof.analyze.patterns import load_patterns
 from atbprof.diff.align import match_aligned
 from atbprof.diff.graphs import match_runs
@@ -77,7 +78,15 @@ def diff(
 ) -> DiffResult:
     """Compare `new` against `base` (any two profiles). Pure: the profiles are not modified."""
     patterns = load_patterns(patterns_file)
-    a, b = measure(base, patterns), measure(new, patterns)
+    notes: list[str] = []
+    sides = []
+    for p in (base, new):
+        if not p.ops.num_rows and p.framework is not None and p.framework.num_rows:
+            # a CPU-only trace: the top-level framework ops are the timeline to compare (as analyze does)
+            p = replace(p, ops=framework_timeline(p.framework))
+            notes.append(f"{p.source}: no device kernels; its top-level framework ops (host) are compared")
+        sides.append(measure(p, patterns))
+    a, b = sides
     for s in (a, b):
         if not len(s.frame_phase):
             raise InputError(f"{s.profile.source}: no ops to compare (an empty profile)")
@@ -98,7 +107,7 @@ def diff(
     rows = diff_rows(a, b, m, scope_pairs, by, threshold_pct)
     summary = _matching_summary(a, b, m, scope, scope_pairs, rows)
     regression = _regression(head, fail_if_slower_pct)
-    notes = list(m.notes)
+    notes = [*m.notes, *notes]
     if not a.tokens_known or not b.tokens_known:
         notes.append("tokens/s assumes one token per step where the profile does not record the batch")
     aligned = _aligned_share(m)
@@ -157,7 +166,8 @@ def diff_paths(
     """Load both inputs, diff them and, with `trace`, write both side by side (aligned per step) as one trace."""
     from atbprof.importers import load_profile
 
-    result = diff(load_profile(base), load_profile(new), **options)  # type: ignore[arg-type]
+    # diff compares device kernels; framework ops are read only when a trace has no kernels
+    result = diff(load_profile(base, framework=False), load_profile(new, framework=False), **options)  # type: ignore[arg-type]
     if trace is not None:
         from atbprof.writers.diff_trace import write_diff_trace
 

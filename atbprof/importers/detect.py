@@ -41,11 +41,12 @@ _HEAD = 1 << 16
 
 
 @importer
-def load_profile(path: Path) -> Profile:
-    """The profile at `path` (a file or a directory). Raises InputError naming the file and the problem."""
+def load_profile(path: Path, *, framework: bool = True) -> Profile:
+    """The profile at `path` (a file or a directory). Raises InputError naming the file and the problem.
+    `framework=False` skips the framework-op table of a trace file when it has device kernels (diff needs none)."""
     if not path.exists():
         raise InputError(f"{path}: no such file or directory\n{ACCEPTED}")
-    return _load_dir(path) if path.is_dir() else _load_file(path)
+    return _load_dir(path) if path.is_dir() else _load_file(path, framework)
 
 
 @importer
@@ -106,7 +107,7 @@ def _read_all(path: Path) -> bytes:
     return data if data is not None else path.read_bytes()
 
 
-def _load_file(path: Path) -> Profile:
+def _load_file(path: Path, framework: bool = True) -> Profile:
     head, data = _read_head(path)
     if head.startswith(_PARQUET):
         ops = read_ops(path)
@@ -123,11 +124,11 @@ def _load_file(path: Path) -> Profile:
         raise InputError(f"{path}: binary data, not a profile (no CSV or JSON text)\n{ACCEPTED}")
     if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"[", b"{"):
         data = data if data is not None else path.read_bytes()
-        fast = _fast_kineto(path, data)
+        fast = _fast_kineto(path, data, framework)
         if fast is not None:
             return fast
         trace = load_trace(path, data)
-        return _ascend_profile(path, trace) if is_ascend_trace(trace) else _kineto_profile(path, trace)
+        return _ascend_profile(path, trace) if is_ascend_trace(trace) else _kineto_profile(path, trace, framework)
     return _load_csv(path, head, data)
 
 
@@ -153,26 +154,33 @@ def _ascend_profile(path: Path, trace: TraceEvents) -> Profile:
     )
 
 
-def _fast_kineto(path: Path, data: bytes) -> Profile | None:
+def _fast_kineto(path: Path, data: bytes, framework: bool = True) -> Profile | None:
     """A Kineto trace through the fast decoder; None: the general path must read it (and explain any problem)."""
     try:
         trace = decode_kineto(path, data)
         if trace is None or is_ascend_trace(trace):
             return None
-        return _kineto_profile(path, trace)
+        return _kineto_profile(path, trace, framework)
     except (NotFast, InputError):
         return None
 
 
-def _kineto_profile(path: Path, trace: TraceEvents) -> Profile:
+def _kineto_profile(path: Path, trace: TraceEvents, with_framework: bool = True) -> Profile:
     ops, framework, steps, first, meta = read_kineto(trace)
     if ops.rows == 0 and len(framework.index) == 0:
         raise InputError(
             f"{path}: a Chrome trace without GPU kernels (cat kernel) or framework ops (cat cpu_op): not a "
             f"torch.profiler / Kineto trace atbprof can use\n{ACCEPTED}"
         )
+    keep = with_framework or ops.rows == 0  # a CPU-only trace: its framework ops are the timeline
     return assemble(
-        "kineto", str(path), ops, framework=framework, profiler_steps=steps, first_event_ns=first, meta=meta
+        "kineto",
+        str(path),
+        ops,
+        framework=framework if keep else None,
+        profiler_steps=steps,
+        first_event_ns=first,
+        meta=meta,
     )
 
 

@@ -19,16 +19,16 @@ UNEXPECTED = "damaged in a way atbprof's checks did not anticipate"
 """Marks messages of the safety net (the tests check that no real sample nor fuzzed input needs it)."""
 
 
-def importer(load: Callable[[Path], T]) -> Callable[[Path], T]:
+def importer(load: Callable[..., T]) -> Callable[..., T]:
     """Wrap a `load_*(path)` importer: gc paused (JSON imports allocate millions of small objects, collection passes
     would cost more than the parse), OSError and stray exceptions turned into an InputError naming the file."""
 
     @functools.wraps(load)
-    def wrapper(path: Path) -> T:
+    def wrapper(path: Path, **options: object) -> T:
         path = Path(path)
         with gc_paused():
             try:
-                return load(path)
+                return load(path, **options)
             except InputError:
                 raise
             except OSError as err:

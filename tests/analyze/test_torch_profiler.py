@@ -219,3 +219,19 @@ def test_cpu_only_trace_attributes_the_host_timeline(loaded: dict[str, tuple[Pro
     assert report.breakdown.span_us > 0
     assert report.whatif.span_us == report.breakdown.span_us and 0 < report.whatif.saving_share < 1
     assert any("framework ops (host)" in n for n in report.notes)
+
+
+def test_diff_of_the_cpu_traces_compares_their_framework_ops(traces: dict[str, Path]) -> None:
+    from atbprof.diff.api import diff_paths
+
+    report = diff_paths(traces["eager"], traces["fused"], top=1000).report
+    assert any("no device kernels" in n for n in report.notes)
+    rows = {r.name: r for r in report.rows}
+    assert report.matching.base_unmatched_ops == report.matching.new_unmatched_ops == 0
+    # each LlamaRMSNorm's eight eager calls (to, pow, mean, add, rsqrt, mul, to, mul) -> one aten::rms_norm
+    fused = [r for r in report.rows if r.classification == "fused"]
+    assert [(r.new_types, r.base_ops_per_step, r.new_ops_per_step) for r in fused] == [
+        (["aten::rms_norm"], 8.0 * NORMS_PER_FORWARD, float(NORMS_PER_FORWARD))
+    ]
+    assert not [r for r in report.rows if r.classification in ("added", "removed")]
+    assert rows["aten::linear"].base_ops_per_step == rows["aten::linear"].new_ops_per_step
