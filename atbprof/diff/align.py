@@ -283,27 +283,40 @@ def match_aligned(base: Side, new: Side, name_map: dict[str, str]) -> Matching:
     b_stream, n_stream = base.per_op("stream_id"), new.per_op("stream_id")
     b_bounds = np.append(base.charges.frame_starts, len(bt))
     n_bounds = np.append(new.charges.frame_starts, len(nt))
-    layers = (base.per_op("layer", fill=-2), new.per_op("layer", fill=-2))
-    roles = (base.codes("role"), new.codes("role"))
-    shape_names = ([*sb_names, ""], [*sn_names, ""])
+    # per-op facts as Python lists, read once per group template (not per op and step)
+    types = (bt.tolist(), nt.tolist())
+    layers = (base.per_op("layer", fill=-2).tolist(), new.per_op("layer", fill=-2).tolist())
+    cats = (base.category.tolist(), new.category.tolist())
+    shape_of = ([*sb_names, ""], [*sn_names, ""])
+    shape_code = (sb_codes.tolist(), sn_codes.tolist())
+    (rb_codes, rb_names), (rn_codes, rn_names) = base.codes("role"), new.codes("role")
+    role_of = ([*rb_names, ""], [*rn_names, ""])
+    role_code = (rb_codes.tolist(), rn_codes.tolist())
 
-    def info(b_codes: tuple[int, ...], n_codes: tuple[int, ...], at_b: np.ndarray, at_n: np.ndarray) -> GroupInfo:
+    def info(at_b: list[int], at_n: list[int]) -> GroupInfo:
         """What a new group is: types, layer/category of its last op, roles and shape of its first op."""
-        btypes, ntypes = tuple(vocab.names[c] for c in b_codes), tuple(vocab.names[c] for c in n_codes)
-        side, last = (0, int(at_b[-1])) if len(at_b) else (1, int(at_n[-1]))
-        first_shape = shape_names[0][sb_codes[at_b[0]]] if len(at_b) else shape_names[1][sn_codes[at_n[0]]]
+        btypes = tuple(vocab.names[types[0][i]] for i in at_b)
+        ntypes = tuple(vocab.names[types[1][i]] for i in at_n)
+        side, last = (0, at_b[-1]) if at_b else (1, at_n[-1])
+        first = (0, at_b[0]) if at_b else (1, at_n[0])
+        sides = [
+            "+".join(dict.fromkeys(role_of[s][role_code[s][i]] for i in at if role_code[s][i] >= 0))
+            for s, at in ((0, at_b), (1, at_n))
+        ]
+        same = sides[0] == sides[1] or not (sides[0] and sides[1])
         return GroupInfo(
             base_types=btypes,
             new_types=ntypes,
             structure=structure_of(btypes, ntypes),
             rule="",
             layer=int(layers[side][last]),
-            roles=_roles(roles, at_b, at_n),
-            category=CATEGORY_NAMES[int((base, new)[side].category[last])],
-            shape=first_shape or "",
+            roles=(sides[0] or sides[1]) if same else f"{sides[0]} -> {sides[1]}",
+            category=CATEGORY_NAMES[int(cats[side][last])],
+            shape=shape_of[first[0]][shape_code[first[0]][first[1]]],
         )
 
-    templates: dict[tuple[int, int], int] = {}
+    # a template per distinct alignment: its groups get consecutive ids; every step using it scatters them
+    offsets: dict[int, tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     groups: list[GroupInfo] = []
     for fa, fb in pairs.tolist():
         ra = np.arange(b_bounds[fa], b_bounds[fa + 1])
@@ -311,28 +324,22 @@ def match_aligned(base: Side, new: Side, name_map: dict[str, str]) -> Matching:
         for pa_, pb_ in _stream_pairs(b_stream[ra], n_stream[rb]):
             oa, ob = ra[pa_], rb[pb_]
             aid, locals_ = aligner.align(bt[oa], nt[ob], b_shape[oa], n_shape[ob])
-            for k, loc in enumerate(locals_):
-                gid = templates.get((aid, k))
-                if gid is None:
-                    gid = templates[(aid, k)] = len(groups)
-                    at_b, at_n = oa[list(loc.base)], ob[list(loc.new)]
-                    groups.append(info(tuple(bt[at_b].tolist()), tuple(nt[at_n].tolist()), at_b, at_n))
-                base_group[oa[list(loc.base)]] = gid
-                new_group[ob[list(loc.new)]] = gid
+            if aid not in offsets:
+                oa_l, ob_l = oa.tolist(), ob.tolist()
+                start = len(groups)
+                groups.extend(info([oa_l[i] for i in loc.base], [ob_l[j] for j in loc.new]) for loc in locals_)
+                offsets[aid] = (
+                    start,
+                    np.array([i for loc in locals_ for i in loc.base], dtype=np.int64),
+                    np.array([k for k, loc in enumerate(locals_) for _ in loc.base], dtype=np.int64),
+                    np.array([j for loc in locals_ for j in loc.new], dtype=np.int64),
+                    np.array([k for k, loc in enumerate(locals_) for _ in loc.new], dtype=np.int64),
+                )
+            start, pos_b, k_b, pos_n, k_n = offsets[aid]
+            base_group[oa[pos_b]] = start + k_b
+            new_group[ob[pos_n]] = start + k_n
     notes = (f"steps paired {how}", f"{len(aligner.cache)} distinct step alignments")
     return Matching("alignment", base_group, new_group, groups, pairs, notes)
-
-
-def _roles(
-    roles: tuple[tuple[np.ndarray, list[str]], tuple[np.ndarray, list[str]]], at_b: np.ndarray, at_n: np.ndarray
-) -> str:
-    """ "attn.norm", or "attn.residual+ffn.norm -> ffn.norm" when the two sides differ ("" when unknown)."""
-    sides = []
-    for (codes, names), at in zip(roles, (at_b, at_n), strict=True):
-        sides.append("+".join(dict.fromkeys(names[c] for c in codes[at].tolist() if c >= 0)))
-    if sides[0] == sides[1] or not (sides[0] and sides[1]):
-        return sides[0] or sides[1]
-    return f"{sides[0]} -> {sides[1]}"
 
 
 def _stream_pairs(sa: np.ndarray, sb: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

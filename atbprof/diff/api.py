@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -166,8 +167,12 @@ def diff_paths(
     """Load both inputs, diff them and, with `trace`, write both side by side (aligned per step) as one trace."""
     from atbprof.importers import load_profile
 
-    # diff compares device kernels; framework ops are read only when a trace has no kernels
-    result = diff(load_profile(base, framework=False), load_profile(new, framework=False), **options)  # type: ignore[arg-type]
+    # diff compares device kernels (framework ops are read only when a trace has none); the two inputs load side
+    # by side (gunzip and the JSON decoders run partly outside the GIL); the base's error wins if both fail
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        loading = [pool.submit(load_profile, path, framework=False) for path in (base, new)]
+        profiles = [f.result() for f in loading]
+    result = diff(profiles[0], profiles[1], **options)  # type: ignore[arg-type]
     if trace is not None:
         from atbprof.writers.diff_trace import write_diff_trace
 
