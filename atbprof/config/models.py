@@ -191,7 +191,7 @@ class NumericsSection(_Section):
     )
     decode: bool = Field(default=True, description="also one decode step over the prefill's KV cache")
     weights: str | None = Field(default=None, description="Hugging Face LLaMA .safetensors (default: seeded random)")
-    logit_std: float = Field(default=2.0, gt=0, description="random weights: std of the attention logits")
+    logit_std: float = Field(default=1.8, gt=0, description="random weights: std of the attention logits")
     add_layernorm_stats: Literal["fp32", "fp16", "welford"] = Field(
         default="fp32", description="AddLayerNorm's one-pass statistics accumulators (gpt architecture)"
     )

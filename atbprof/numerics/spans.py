@@ -149,7 +149,7 @@ def layer_plan(graph: Graph, layer: int, fired: set[str], dims: ModelDims) -> La
         seen.add((op_type, role))
         involved = [rule, *sorted(r for r in fired if r != rule and _involved(r, span, variants))]
         kernels.append(FusedKernel(op_type, role, rule, fused_from, span, tuple(involved)))
-    return LayerPlan(tuple(kernels), variants, _rule_probes(fired, variants))
+    return LayerPlan(tuple(kernels), variants, _rule_probes(fired, variants, covered))
 
 
 PROBE_GROUPS = {
@@ -160,8 +160,14 @@ PROBE_GROUPS = {
 input exists whether or not AddRmsNorm folded that Add."""
 
 
-def _rule_probes(fired: set[str], variants: dict[str, str]) -> tuple[RuleProbe, ...]:
+def _rule_probes(fired: set[str], variants: dict[str, str], covered: set[str]) -> tuple[RuleProbe, ...]:
     out = []
+    for rule in sorted(fired & set(COMPOSITES)):  # a composite kernel: its segments with everything fused there
+        for run in COMPOSITES[rule]:
+            if all(seg in covered for seg in run):
+                lead = {"attn_norm": ("in_add",), "ffn_norm": ("attn_add",)}.get(run[0], ())
+                group = (*lead, *run)
+                out.append(RuleProbe(rule, group, {seg: variants[seg] for seg in group if seg in variants}))
     for rule in sorted(fired):
         targets = TARGETS.get(rule, ())
         groups = PROBE_GROUPS.get(rule, tuple((t,) for t in targets))
