@@ -17,9 +17,10 @@ def tiny_dims(kv_heads: int = 4, arch: str = "llama") -> ModelDims:
 
 
 def run_layer(
-    d: ModelDims, w: LayerWeights, x: np.ndarray, x_dec: np.ndarray, a: Arith, variants: Variants = {}
+    d: ModelDims, w: LayerWeights, x: np.ndarray, x_dec: np.ndarray, a: Arith, variants: Variants | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Prefill over x (tokens, hidden), then one decode step of x_dec (1, hidden) over the prefill's KV cache."""
+    variants = variants or {}
     p = len(x)
     ctx = LayerContext(d, w, np.arange(p), np.arange(p))
     pre = run_segments({"h_in": a.st(x)}, SEGMENTS, variants, ctx, a, "path")

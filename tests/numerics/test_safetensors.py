@@ -78,7 +78,7 @@ def test_bad_files_name_the_file_and_tensor(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="header is not JSON"):
         SafetensorsFile(bad_json)
     trunc = _raw(tmp_path / "trunc", {"w": {"dtype": "F16", "shape": [4, 4], "data_offsets": [0, 32]}}, b"\0" * 8)
-    with pytest.raises(InputError, match="tensor 'w'.*truncated"):
+    with pytest.raises(InputError, match=r"tensor 'w'.*truncated"):
         SafetensorsFile(trunc)
     i8 = _raw(tmp_path / "i8", {"w": {"dtype": "I8", "shape": [1], "data_offsets": [0, 1]}}, b"\0")
     with pytest.raises(InputError, match="tensor 'w': dtype I8 not supported"):
