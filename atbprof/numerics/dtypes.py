@@ -37,21 +37,21 @@ def store(x: np.ndarray, dtype: Dtype) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
 
-def _ordered(x: np.ndarray, dtype: Dtype) -> np.ndarray:
-    """Monotone integer encoding of the storage dtype's values (adjacent values differ by 1)."""
-    if dtype == "fp16":
-        bits = store(x, "fp16").astype(np.float16).view(np.uint16).astype(np.int64)
-        sign = 1 << 15
-    else:
-        bits = store(x, dtype).view(np.uint32).astype(np.int64)
-        if dtype == "bf16":
-            bits >>= 16
+def ordered(x: np.ndarray, dtype: Dtype) -> np.ndarray:
+    """Monotone integer encoding of `x` rounded to the storage dtype (adjacent values differ by 1, -0 == +0)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dtype == "fp16":
+            bits = np.asarray(x).astype(np.float16).view(np.uint16).astype(np.int32)
+            sign = 1 << 15
+        elif dtype == "bf16":
+            bits = (to_bf16(np.asarray(x, dtype=np.float32)).view(np.uint32) >> np.uint32(16)).astype(np.int32)
             sign = 1 << 15
         else:
+            bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.int64)
             sign = 1 << 31
-    return np.where(bits & sign, sign - bits, bits)  # negative values mirrored below zero (-0 == +0)
+    return np.where(bits & sign, sign - bits, bits)
 
 
 def ulp_distance(a: np.ndarray, b: np.ndarray, dtype: Dtype) -> np.ndarray:
     """Representable values of `dtype` between a and b (both rounded to it); only meaningful where both are finite."""
-    return np.abs(_ordered(a, dtype) - _ordered(b, dtype))
+    return np.abs(ordered(a, dtype) - ordered(b, dtype))

@@ -27,7 +27,7 @@ from atbprof.numerics.executor import (
     run_segments,
     span_outputs,
 )
-from atbprof.numerics.metrics import ErrorStats, Tolerance, Verdict, compare, nonfinite, verdict, worst
+from atbprof.numerics.metrics import ErrorStats, Prepared, Tolerance, Verdict, compare, nonfinite, verdict, worst
 from atbprof.numerics.report import KernelNumerics, LayerNumerics, NumericsReport, RuleNumerics, Subset
 from atbprof.numerics.safetensors_io import SafetensorsFile
 from atbprof.numerics.spans import FusedKernel, RuleProbe, layer_plan
@@ -160,21 +160,21 @@ class _Runner:
         if len(ctx.q_rows) < len(ctx.positions) and not {"kv_write", "attn"} & set(span):
             s, ctx = narrow(s, ctx)  # only the query rows are compared: compute only them
         fz = run_segments(s, span, variants, ctx, self.a, "fused")
-        uz = run_segments(s, span, {}, ctx, self.a, "fused", store=False)
-        rz = run_segments(s, span, {}, ctx, REF, "fused", store=False)
+        uz = run_segments(s, span, {}, ctx, self.a, "fused")  # kept: probes from one state share prefixes
+        rz = run_segments(s, span, {}, ctx, REF, "fused")
         names = [o for o in span_outputs(span) if o in fz and o in uz and o in rz]
         stats = {o: fz[o] for o in span_outputs(span) if o in fz and o not in names}
-        f, u, r = ([query_rows_of(o, z[o], ctx) for o in names] for z in (fz, uz, rz))
+        f, u, r = (Prepared([query_rows_of(o, z[o], ctx) for o in names], self.dtype) for z in (fz, uz, rz))
         return Probe(
             compare(f, u, self.dtype), compare(f, r, self.dtype), compare(u, r, self.dtype), nonfinite(stats), names
         )
 
     def layer_row(self, phase: str, layer: int, ctx: LayerContext, finals: dict[str, State]) -> None:
         outs = {p: (REF if p == "ref" else self.a) for p in finals}
-        y = {p: run_out(finals[p], outs[p]) for p in finals}
-        fvr = compare([y["fused"]], [y["ref"]], self.dtype)
-        uvr = compare([y["unfused"]], [y["ref"]], self.dtype)
-        fvu = compare([y["fused"]], [y["unfused"]], self.dtype)
+        y = {p: Prepared([run_out(finals[p], outs[p])], self.dtype) for p in finals}
+        fvr = compare(y["fused"], y["ref"], self.dtype)
+        uvr = compare(y["unfused"], y["ref"], self.dtype)
+        fvu = compare(y["fused"], y["unfused"], self.dtype)
         v, why = verdict(fvr, uvr, 0, self.tol)
         self.layer_rows.append(
             LayerNumerics(
