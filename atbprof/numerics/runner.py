@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from atbprof.config.models import RunConfig
+from atbprof.errors import ConfigError
 from atbprof.numerics.arith import REF, Arith
 from atbprof.numerics.dtypes import Dtype, store
 from atbprof.numerics.executor import (
@@ -88,8 +89,6 @@ class _Runner:
             }
         )
         if not self.layers:
-            from atbprof.errors import ConfigError
-
             raise ConfigError(f"numerics.layers = {n.layers!r}: no such layer (the model has {d.layers})")
         self.prompt = min(cfg.workload.prompt_len, n.max_prompt)
         if self.prompt < cfg.workload.prompt_len:
