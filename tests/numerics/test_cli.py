@@ -125,3 +125,13 @@ def test_bad_checkpoints_exit_2_naming_file_and_tensor(tmp_path: Path) -> None:
     )
     assert "numerics.layers" in _fails(tmp_path, "--set", "numerics.layers=x")
     assert "numerics.layers = '7': no such layer (the model has 2)" in _fails(tmp_path, "--set", "numerics.layers=7")
+
+
+def test_same_seed_byte_identical_files(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        result = atbprof("run", "--config", TINY, "--out", tmp_path / name, "--numerics", "--trace-format", "both")
+        assert result.exit_code == 0, result.output
+    files = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert files == ["ops.parquet", "run.json", "steps.parquet", "trace.json.gz", "trace.pftrace"]
+    for f in files:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
