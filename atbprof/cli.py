@@ -64,6 +64,12 @@ def run(
     format_: Annotated[
         OutputFormat, typer.Option("--format", help="Summary as rich text or JSON.")
     ] = OutputFormat.rich,
+    numerics: Annotated[
+        bool, typer.Option("--numerics", help="Also execute the layers (numpy): fused vs unfused vs float64.")
+    ] = False,
+    weights: Annotated[
+        Path | None, typer.Option("--weights", help="Hugging Face LLaMA .safetensors for --numerics (implies it).")
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
 ) -> None:
     """Simulate LLaMA layers on a modelled Ascend NPU and write ops.parquet, run.json and trace.json.gz."""
@@ -79,6 +85,10 @@ def run(
         for key, value in (("output.trace_steps", trace_steps), ("output.trace_layers", trace_layers)):
             if value is not None:
                 overrides.append(f"{key}='{value}'")
+        if numerics or weights is not None:
+            overrides.append("numerics.enabled=true")
+        if weights is not None:
+            overrides.append(f"numerics.weights={orjson.dumps(str(weights)).decode()}")
         cfg = load_config(config, overrides)
         try:
             simulate_and_render(cfg)

@@ -14,6 +14,7 @@ import orjson
 from atbprof import __version__
 from atbprof.config.models import RunConfig
 from atbprof.errors import AtbprofError, OutputExistsError
+from atbprof.numerics.report import NumericsReport
 from atbprof.optable.schema import SCHEMA_VERSION
 from atbprof.sim.simulate import Simulation
 from atbprof.sim.summary import LatencySummary, NearMissRow, RunSummary, SummaryBuilder, latency
@@ -35,6 +36,7 @@ class RunResult:
     config: RunConfig
     device_name: str
     notes: tuple[str, ...]
+    numerics: NumericsReport | None = None
 
 
 def _fusion_report(sim: Simulation) -> dict[str, Any]:
@@ -123,6 +125,11 @@ def run_simulation(
     out = out_dir or default_out_dir(cfg)
     if out.exists() and not force:
         raise OutputExistsError(f"{out} already exists; pass --force to replace it or --out to write elsewhere")
+    numerics = None
+    if cfg.numerics.enabled:  # before any file is written: a bad checkpoint stops the run here
+        from atbprof.numerics.runner import run_numerics
+
+        numerics = run_numerics(sim)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
@@ -132,6 +139,7 @@ def run_simulation(
             soc_version=sim.device.soc_version,
             execution_mode=cfg.execution.mode,
             streams=tuple(sorted({int(s) for pm in sim.phases.values() for s in pm.stream})),
+            **_numerics_meta(numerics),
         )
         selection = _trace_selection(sim)
         traces: list[BackgroundWriter] = []
@@ -172,7 +180,7 @@ def run_simulation(
             "atbprof_version": __version__,
             "name": cfg.name,
             "seed": cfg.seed,
-            "config": cfg.model_dump(mode="json"),
+            "config": cfg.model_dump(mode="json", exclude=None if numerics else {"numerics"}),
             "model": sim.dims.__dict__,
             "device": sim.device.model_dump(mode="json"),
             "fusion_rules": [r.name for r in sim.rules],
@@ -181,6 +189,8 @@ def run_simulation(
             "notes": list(notes),
             "summary": summary.model_dump(mode="json"),
         }
+        if numerics is not None:
+            doc["numerics"] = numerics.model_dump(mode="json")
         (tmp / "run.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
         tmp.chmod(0o755)  # mkdtemp makes it private; a run directory is an ordinary directory
         if out.exists():
@@ -190,7 +200,14 @@ def run_simulation(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     files = tuple(sorted(p.name for p in out.iterdir()))
-    return RunResult(out, files, summary, cfg, sim.device.name, notes)
+    return RunResult(out, files, summary, cfg, sim.device.name, notes, numerics)
+
+
+def _numerics_meta(numerics: NumericsReport | None) -> dict[str, Any]:
+    """TraceMeta fields carrying the numerics to the writers (none without --numerics: files stay byte-identical)."""
+    if numerics is None:
+        return {}
+    return {"op_args": numerics.kernel_args(), "numerics_json": orjson.dumps(numerics.model_dump(mode="json"))}
 
 
 __all__ = ["AtbprofError", "RunResult", "default_out_dir", "run_simulation", "simulate_latency", "summarize"]

@@ -16,6 +16,7 @@ from atbprof.analyze.report import AnalysisReport, Breakdown, Finding, Occurrenc
 from atbprof.analyze.view import OpView, dict_codes, has_values, int_column
 from atbprof.analyze.whatif import whatif_device_model, whatif_resimulated
 from atbprof.importers.base import Profile
+from atbprof.numerics.report import parse_report
 from atbprof.optable.schema import OPS_SCHEMA
 
 _LABEL = {
@@ -324,6 +325,9 @@ def analyze(
         assumptions=assumptions,
         notes=notes,
         next_commands=next_commands,
+        numerics=parse_report(meta["numerics"], f"{profile.source}: run.json numerics")
+        if ours and meta.get("numerics") is not None
+        else None,
         occurrences=found,
     )
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from atbprof.analyze.patterns import FindingKind, Level
+from atbprof.numerics.report import NumericsReport
 
 REPORT_SCHEMA_VERSION = "1"
 
@@ -201,4 +202,7 @@ class AnalysisReport(_M):
     assumptions: list[str]
     notes: list[str]
     next_commands: list[str]
+    numerics: NumericsReport | None = Field(
+        default=None, description="our runs made with --numerics: the run's numerics report (atbprof.numerics/1)"
+    )
     occurrences: pa.Table = Field(exclude=True, description="FINDINGS_SCHEMA: every occurrence, not in the JSON")

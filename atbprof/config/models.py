@@ -175,6 +175,43 @@ class OutputSection(_Section):
     )
 
 
+class NumericsTolerance(_Section):
+    ratio: float = Field(default=2.0, ge=1.0, description="a fused kernel may have this many times the unfused error")
+    floor_ulp: float = Field(default=4.0, gt=0, description="errors below this many half-ULPs always pass")
+
+
+class NumericsSection(_Section):
+    """Execute the layers for real (numpy, NPU dtype behaviour): fused vs unfused vs float64 (off by default)."""
+
+    enabled: bool = False
+    layers: str = Field(default="0", description="decoder layers to execute, e.g. '0' or '0-1,31'")
+    max_prompt: int = Field(default=8192, ge=1, description="prefill tokens executed at most (the prompt is capped)")
+    query_rows: int | None = Field(
+        default=128, ge=1, description="prefill rows whose outputs are computed (all rows feed K/V); null = all"
+    )
+    decode: bool = Field(default=True, description="also one decode step over the prefill's KV cache")
+    weights: str | None = Field(default=None, description="Hugging Face LLaMA .safetensors (default: seeded random)")
+    logit_std: float = Field(default=1.8, gt=0, description="random weights: std of the attention logits")
+    add_layernorm_stats: Literal["fp32", "fp16", "welford"] = Field(
+        default="fp32", description="AddLayerNorm's one-pass statistics accumulators (gpt architecture)"
+    )
+    tolerance: NumericsTolerance = NumericsTolerance()
+
+    @field_validator("layers", mode="before")
+    @classmethod
+    def _layer_ranges(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if isinstance(value, str):
+            from atbprof.writers.selection import parse_ranges
+
+            try:
+                parse_ranges(value, "ranges")
+            except AtbprofError:
+                raise ValueError("expected layer ranges like 0 or 0-1,31 (non-negative integers)") from None
+        return value
+
+
 class RunConfig(_Section):
     name: str = Field(default="run", pattern=r"^[A-Za-z0-9._-]+$")
     seed: int = 0
@@ -184,3 +221,4 @@ class RunConfig(_Section):
     execution: ExecutionSection = ExecutionSection()
     fusion: FusionSection = FusionSection()
     output: OutputSection = OutputSection()
+    numerics: NumericsSection = NumericsSection()

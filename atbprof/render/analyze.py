@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from atbprof.analyze.report import AnalysisReport, Row
+from atbprof.numerics.report import NumericsReport
 from atbprof.render.sections import Section, render_sections, sections_markdown
 
 if TYPE_CHECKING:  # rich loads only for the terminal form (the JSON and Markdown twins start faster without it)
@@ -180,6 +181,8 @@ def sections(report: AnalysisReport) -> list[Section]:
             ]
         )
     out.append(wi)
+    if report.numerics is not None:
+        out.append(numerics_section(report.numerics))
     out.append(Section("assumptions", lines=[f"- {a}" for a in report.assumptions]))
     if report.notes:
         out.append(Section("notes", lines=[f"- {n}" for n in report.notes]))
@@ -196,5 +199,27 @@ def analysis_markdown(report: AnalysisReport) -> str:
 
 
 def analysis_json(report: AnalysisReport) -> dict[str, Any]:
-    """The documented JSON contract (see atbprof/analyze/report.py)."""
-    return report.model_dump(mode="json")
+    """The documented JSON contract (see atbprof/analyze/report.py); `numerics` only for runs made with it."""
+    return report.model_dump(mode="json", exclude=None if report.numerics is not None else {"numerics"})
+
+
+def numerics_section(n: NumericsReport) -> Section:
+    """The run's numerics (atbprof run --numerics): one row per fused op type and phase."""
+    sub = n.subset
+    sec = Section(
+        "numerics (fused kernels vs the unfused ops they replaced)",
+        headers=["phase", "fused op type", "rule", "max abs", "max rel", "ULP p99/max", "NaN/Inf", "verdict"],
+        numeric={3, 4, 5, 6},
+    )
+    for k in n.kernels:
+        s = k.fused_vs_unfused
+        bad = k.fused_vs_ref.nan + k.fused_vs_ref.inf + k.stats_nonfinite
+        errs = [f"{s.max_abs_err:.2e}", f"{s.max_rel_err:.2e}", f"{s.ulp_p99:g}/{s.ulp_max}"]
+        sec.rows.append([k.phase, k.op_type, k.rule, *errs, str(bad), k.verdict])
+    sec.lines = [
+        f"subset: layers {','.join(map(str, sub.layers))}, prompt {sub.prompt_len} of {sub.run_prompt_len}, "
+        f"{sub.query_rows} query rows, {sub.decode_steps} decode step(s), {sub.dtype}, weights {sub.weights}",
+        "rules: " + ", ".join(f"{r} {v}" for r, v in n.rules.items()),
+        n.tolerance_rule,
+    ]
+    return sec

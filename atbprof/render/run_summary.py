@@ -11,7 +11,7 @@ from atbprof.run import RunResult
 
 
 def run_json(result: RunResult) -> dict[str, Any]:
-    return {
+    doc = {
         "name": result.config.name,
         "out_dir": str(result.out_dir),
         "files": list(result.files),
@@ -19,6 +19,9 @@ def run_json(result: RunResult) -> dict[str, Any]:
         "notes": list(result.notes),
         "summary": result.summary.model_dump(mode="json"),
     }
+    if result.numerics is not None:
+        doc["numerics"] = result.numerics.model_dump(mode="json")
+    return doc
 
 
 def render_run(result: RunResult, console: Console) -> None:
@@ -92,6 +95,10 @@ def render_run(result: RunResult, console: Console) -> None:
         for row in s.near_misses[:10]:
             nm.add_row(row.rule, row.phase, str(row.count), row.reason)
         console.print(nm)
+    if result.numerics is not None:
+        from atbprof.numerics.render import render_numerics
+
+        render_numerics(result.numerics, console)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"wrote {result.out_dir}/ ({', '.join(result.files)})")

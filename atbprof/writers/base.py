@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, Concatenate, ParamSpec, Protocol, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 P = ParamSpec("P")
 
@@ -27,6 +28,9 @@ class TraceMeta:
     streams: tuple[int, ...] = (2,)
     host_tid: int = 1
     extra: dict[str, str] = field(default_factory=dict)
+    # numerics (`atbprof run --numerics`): args per "phase|op_type|role" of fused kernels, and the report's JSON
+    op_args: dict[str, dict[str, str | float | int]] = field(default_factory=dict)
+    numerics_json: bytes = b""
 
 
 class RunWriter(Protocol):
@@ -95,3 +99,9 @@ def atomic_path(final: Path) -> Iterator[Path]:
 def atomic_open(final: Path) -> Iterator[IO[bytes]]:
     with atomic_path(final) as tmp, open(tmp, "wb") as fh:
         yield fh
+
+
+def op_arg_keys(batch: pa.RecordBatch) -> pa.Array:
+    """The "phase|op_type|role" of each op (how TraceMeta.op_args are looked up), dictionary-encoded."""
+    cols = [batch.column(k).cast(pa.string()) for k in ("phase", "op_type", "role")]
+    return pc.dictionary_encode(pc.binary_join_element_wise(*cols, "|"))

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from isal import igzip
 
 from atbprof.optable.schema import PIPES, SCHEMA_VERSION, check_table
-from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded
+from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded, op_arg_keys
 from atbprof.writers.grouping import NO_END, BusyIntervals, Runs, sequential
 
 PID_HOST, PID_DEVICE, PID_OVERLAP, PID_MODEL = 1, 2, 3, 4
@@ -360,6 +360,10 @@ class ChromeTraceWriter(StagedFile):
         frags = [self._frag(c(k), k, partial(_kv, STATIC_KEYS[k])) for k in STATIC_KEYS]
         fused = pc.binary_join(c("fused_from"), "+")
         frags.append(self._frag(fused, "fused", lambda x: f',"fused_from":{_js(x)}' if x else ""))
+        if self.meta.op_args:  # numerics figures of the fused kernel types (run --numerics)
+            args = self.meta.op_args
+            text = lambda k: "".join(f",{_js(n)}:{_js(v)}" for n, v in args.get(k, {}).items())  # noqa: E731
+            frags.append(self._frag(op_arg_keys(b), "numerics", text))
         for piece in _combine(frags, "}}"):
             a.add(*piece)
         if h.null_count < len(h):  # flow end

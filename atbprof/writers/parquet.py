@@ -32,7 +32,10 @@ class ParquetOpsWriter:
 
     def open(self, directory: Path, meta: TraceMeta) -> None:
         self._path = directory / self.filename
-        self._writer = pq.ParquetWriter(self._path, OPS_SCHEMA, **_write_options(OPS_SCHEMA))
+        schema = OPS_SCHEMA
+        if meta.numerics_json:  # the numerics report rides in the key-value metadata; the columns do not change
+            schema = schema.with_metadata({**(schema.metadata or {}), b"atbprof.numerics": meta.numerics_json})
+        self._writer = pq.ParquetWriter(self._path, schema, **_write_options(OPS_SCHEMA))
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         assert self._writer is not None

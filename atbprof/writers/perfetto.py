@@ -28,7 +28,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, Track
 
 from atbprof.optable.schema import PIPES, check_table
 from atbprof.writers import protowire as pw
-from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded
+from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded, op_arg_keys
 from atbprof.writers.chrome import BLOCK_NAMES, LEVELS, RATIO_KEYS, STATIC_KEYS
 from atbprof.writers.grouping import NO_END, BusyIntervals, Runs, sequential
 
@@ -163,7 +163,8 @@ class PerfettoTraceWriter(StagedFile):
         self._stack = ExitStack()
         tmp = self._stack.enter_context(atomic_path(Path(directory) / self.filename))
         self._fh: IO[bytes] = self._stack.enter_context(open(tmp, "wb"))  # noqa: SIM115 - the stack closes it
-        for kind, texts in ((NAME, FIXED_NAMES), (CAT, ("Task",)), (ANN, ANN_KEYS)):
+        self._num_keys = sorted({k for args in meta.op_args.values() for k in args})
+        for kind, texts in ((NAME, FIXED_NAMES), (CAT, ("Task",)), (ANN, (*ANN_KEYS, *self._num_keys))):
             for text in texts:
                 self._names.get(kind, text)
         out = [self._names.packets(CLEARED)[0]]
@@ -266,11 +267,12 @@ class PerfettoTraceWriter(StagedFile):
         iids["name"] = self._names.column("name", NAME, c("op_name"), 0)
         iids["item"] = self._names.column("item", STR, c("op_name"), 1)
         iids["fused"] = self._names.column("fused", STR, pc.binary_join(c("fused_from"), "+"), len(iids), "")
+        numerics = self._numerics(b, iids) if self._num_keys else None
         self._names.assign()
         extras = [self._descriptors_and_names(stream)]
         extras += [(g[0], *pw.encode(self._group_msg(*g[1:]), len(g[0]))) for g in groups]
         launched = None if h.null_count == n else pc.is_valid(h).to_numpy(zero_copy_only=False)
-        ops = self._ops(c, stream, s, e, hs, hs + hd, launched, {k: f() for k, f in iids.items()})
+        ops = self._ops(c, stream, s, e, hs, hs + hd, launched, {k: f() for k, f in iids.items()}, numerics)
         if len(busy[0]) > _DENSE * n:  # as masked parts of the op rows, else apart: the same bytes either way
             ops = self._busy_msg(*busy, rows=n) + ops
         else:
@@ -305,7 +307,28 @@ class PerfettoTraceWriter(StagedFile):
         msg = self._slice(k, U_TRACK["Computing"], self._fixed("Computing"), start, end, present)
         return msg + self._slice(k, U_TRACK["Free"], self._fixed("Free"), end, nxt, present)
 
-    def _ops(self, c: Any, stream: Any, s: Any, e: Any, hs: Any, he: Any, launched: Any, iids: Any) -> pw.Msg:
+    def _numerics(self, b: pa.RecordBatch, iids: dict[str, Any]) -> dict[str, tuple[str, np.ndarray, np.ndarray]]:
+        """Per numerics arg key: (kind, value per op, present per op); string values are interned via `iids`."""
+        keys = op_arg_keys(b)
+        ix = keys.indices.to_numpy(zero_copy_only=False)
+        table = [self.meta.op_args.get(k, {}) for k in keys.dictionary.to_pylist()]
+        out: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
+        for name in self._num_keys:
+            have = np.array([name in t for t in table], bool)[ix]
+            values = [t.get(name) for t in table]
+            if any(isinstance(v, str) for v in values):
+                col = pa.array([v if isinstance(v, str) else "" for v in values], pa.string()).take(pa.array(ix))
+                iids[f"num:{name}"] = self._names.column(f"num:{name}", STR, col, len(iids), "")
+                out[name] = ("str", np.zeros(len(ix), np.int64), have)
+            elif any(isinstance(v, float) for v in values):
+                out[name] = ("double", np.array([float(v or 0) for v in values], np.float64)[ix], have)
+            else:
+                out[name] = ("int", np.array([int(v or 0) for v in values], np.int64)[ix], have)
+        return out
+
+    def _ops(
+        self, c: Any, stream: Any, s: Any, e: Any, hs: Any, he: Any, launched: Any, iids: Any, numerics: Any = None
+    ) -> pw.Msg:
         """Per op: host launch slice (if launched; flow source), device slice with the JSON args as annotations."""
         n, flow = len(s), c("op_index").to_numpy() + 1
         msg: pw.Msg = []
@@ -330,6 +353,13 @@ class PerfettoTraceWriter(StagedFile):
             extra += self._ann(key, pw.field_varint(17, iids[k]))
         f = iids["fused"]
         extra += self._ann("fused_from", pw.field_varint(17, np.maximum(f, 0)), f > 0)
+        for name, (kind, values, have) in (numerics or {}).items():
+            if kind == "str":
+                values = iids[f"num:{name}"]
+                value = pw.field_varint(17, np.maximum(values, 0))
+            else:
+                value = pw.field_fixed64(5, values) if kind == "double" else pw.field_varint(4, values)
+            extra += self._ann(name, value, have)
         return msg + self._slice(n, stream + U_STREAM0, iids["name"], s, e, None, extra)
 
     # -- groups (Model tracks, counters) and host frames ----------------------------------------------------

@@ -48,6 +48,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "prefill-only": ("tiny-llama.yaml", ["workload.decode_tokens=0"]),
     "long-decode": ("tiny-llama.yaml", ["workload.decode_tokens=64"]),
     "multi-stream": ("tiny-llama.yaml", []),  # odd ops on stream 3, even on 0; host_tid 4242; META: stream 0 only
+    "numerics": ("tiny-llama.yaml", ["numerics.enabled=true", "fusion=aggressive"]),  # numerics_* args on fused ops
 }
 PROCESSES = {1: "CANN", 2: "Ascend Hardware", 3: "Overlap Analysis", 4: "Model"}
 SLICES = """
@@ -227,7 +228,8 @@ def test_same_args(pair: Pair) -> None:
     per_op = len(INT_KEYS) + len(RATIO_KEYS) + len(STR_KEYS)  # + fused_from when not empty; item_id per launch
     fused = sum(1 for f in pair.ops["fused_from"].to_pylist() if f)
     launched = pair.ops.num_rows - pair.ops["host_launch_start_ns"].null_count
-    assert sum(map(len, p.args.values())) == per_op * pair.ops.num_rows + fused + launched
+    numerics = sum(k.startswith("numerics_") for a in p.args.values() for k in a)  # run --numerics: fused kernels
+    assert sum(map(len, p.args.values())) == per_op * pair.ops.num_rows + fused + launched + numerics
 
 
 def test_same_flows(pair: Pair) -> None:

@@ -59,6 +59,7 @@ GENERATED: dict[str, tuple[str, list[str]]] = {
     "prefill-only": ("tiny-llama.yaml", ["workload.decode_tokens=0"]),
     "graph-mode": ("tiny-llama.yaml", ["execution.mode=graph"]),
     "long-decode": ("tiny-llama.yaml", ["workload.decode_tokens=64"]),
+    "numerics": ("tiny-llama.yaml", ["numerics.enabled=true", "fusion=aggressive"]),
     "7b-fully-unfused": ("seed000-baseline.yaml", ["workload.decode_tokens=2", "fusion=none"]),
     "7b-default-graph": ("llama2-7b-910a.yaml", ["workload.decode_tokens=2", "execution.mode=graph"]),
     "trace-selection": (
