@@ -15,6 +15,7 @@ from atbprof.diff.graphs import match_runs
 from atbprof.diff.groups import Matching
 from atbprof.diff.headline import categories, headline
 from atbprof.diff.measure import Side, measure
+from atbprof.diff.numerics import numerics_change, report_of
 from atbprof.diff.report import By, DiffReport, DiffRow, DiffSide, Headline
 from atbprof.diff.report import Matching as MatchingSummary
 from atbprof.diff.rows import diff_rows
@@ -128,10 +129,16 @@ def diff(
     ]
     if b.categories_rule != a.categories_rule:
         assumptions.append(f"new categories: {b.categories_rule}")
+    numerics = numerics_change(
+        report_of(base.meta, base.source) if a.ours else None, report_of(new.meta, new.source) if b.ours else None
+    )
+    summary_line = _summary(a, b, head, rows)
+    if numerics is not None and numerics.worse_rules:
+        summary_line += f"; numerics worse for {', '.join(numerics.worse_rules)}"
     report = DiffReport(
         base=_side(a),
         new=_side(b),
-        summary=_summary(a, b, head, rows),
+        summary=summary_line,
         headline=head,
         categories=cats,
         by=by,
@@ -141,6 +148,7 @@ def diff(
         assumptions=assumptions,
         notes=notes,
         regression=regression,
+        numerics=numerics,
     )
     return DiffResult(report, a, b, m)
 

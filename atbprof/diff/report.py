@@ -107,6 +107,40 @@ class Matching(_M):
     counts: dict[str, int] = Field(description="rows per classification")
 
 
+class RuleVerdictChange(_M):
+    rule: str
+    base: str | None = Field(description="aligned | degraded | broken; null when that run did not fuse/test it")
+    new: str | None
+    worse: bool
+
+
+class KernelNumericsChange(_M):
+    """One fused kernel (phase, op type, role): its errors against the unfused ops it replaced, base -> new."""
+
+    phase: str
+    op_type: str
+    role: str
+    base_verdict: str | None
+    new_verdict: str | None
+    base_max_abs_err: float | None
+    new_max_abs_err: float | None
+    base_ulp_p99: float | None
+    new_ulp_p99: float | None
+    base_scaled_err: float | None = Field(description="fused kernel vs the float64 reference")
+    new_scaled_err: float | None
+
+
+class NumericsChange(_M):
+    """`atbprof run --numerics` results of the two runs side by side."""
+
+    base_finite: bool | None
+    new_finite: bool | None
+    rules: list[RuleVerdictChange]
+    kernels: list[KernelNumericsChange]
+    worse_rules: list[str]
+    note: str
+
+
 class DiffReport(_M):
     schema_version: str = DIFF_SCHEMA_VERSION
     base: DiffSide
@@ -121,3 +155,4 @@ class DiffReport(_M):
     assumptions: list[str]
     notes: list[str]
     regression: bool = Field(description="a significant slowdown of decode per token or TTFT beyond fail_if_slower")
+    numerics: NumericsChange | None = Field(default=None, description="only when a run was made with --numerics")

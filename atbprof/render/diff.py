@@ -142,6 +142,8 @@ def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Se
         )
         rows.row_styles.append(_style(r.delta_us, r.significant))
     out.append(rows)
+    if report.numerics is not None:
+        out.append(_numerics(report))
     m = report.matching
     counts = ", ".join(f"{v} {k}" for k, v in sorted(m.counts.items()))
     out.append(
@@ -169,6 +171,39 @@ def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Se
         )
     )
     return out
+
+
+def _err(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _numerics(report: DiffReport) -> Section:
+    n = report.numerics
+    assert n is not None
+    sec = Section(
+        "numerics (atbprof run --numerics): fused kernels vs the unfused ops they replaced, base -> new",
+        ["kernel", "phase", "verdict", "max abs err", "ulp p99", "vs float64 (scaled)"],
+    )
+    for k in n.kernels:
+        sec.rows.append(
+            [
+                f"{k.op_type} ({k.role})",
+                k.phase,
+                f"{k.base_verdict or '-'} -> {k.new_verdict or '-'}",
+                f"{_err(k.base_max_abs_err)} -> {_err(k.new_max_abs_err)}",
+                f"{_err(k.base_ulp_p99)} -> {_err(k.new_ulp_p99)}",
+                f"{_err(k.base_scaled_err)} -> {_err(k.new_scaled_err)}",
+            ]
+        )
+        worse = k.base_verdict is not None and k.new_verdict is not None and k.new_verdict != k.base_verdict
+        sec.row_styles.append("bold red" if worse and k.new_verdict != "aligned" else "")
+    verdicts = ", ".join(f"{v.rule} {v.base or '-'} -> {v.new or '-'}" for v in n.rules)
+    sec.lines.append(f"rules: {verdicts or 'none'}; finite: {n.base_finite} -> {n.new_finite}")
+    if n.worse_rules:
+        sec.lines.append(f"worse: {', '.join(n.worse_rules)}")
+    if n.note:
+        sec.lines.append(n.note)
+    return sec
 
 
 def render_diff(report: DiffReport, console: Console) -> None:
