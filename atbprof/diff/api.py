@@ -107,7 +107,7 @@ def diff(
     head = headline(a, b, m.pairs, scope, threshold_pct)
     cats = categories(a, b, scope_pairs, threshold_pct)
     rows = diff_rows(a, b, m, scope_pairs, by, threshold_pct)
-    summary = _matching_summary(a, b, m, scope, scope_pairs, rows)
+    matching = _matching_summary(a, b, m, scope, scope_pairs, rows)
     regression = _regression(head, fail_if_slower_pct)
     notes = [*m.notes, *notes]
     if not a.tokens_known or not b.tokens_known:
@@ -143,7 +143,7 @@ def diff(
         categories=cats,
         by=by,
         rows=rows[: max(top, 1)],
-        matching=summary,
+        matching=matching,
         threshold_pct=threshold_pct,
         assumptions=assumptions,
         notes=notes,
