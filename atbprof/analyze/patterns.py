@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Literal
@@ -73,12 +73,12 @@ class CompiledLevel:
     classes: dict[str, tuple[str, ...]]
     symbols: dict[str, int]  # class name -> symbol byte
     patterns: tuple[CompiledPattern, ...]
+    memo: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)  # op type -> class
 
     def class_of(self, op_type: str) -> str | None:
-        for name, globs in self.classes.items():
-            if any(fnmatch.fnmatchcase(op_type, g) for g in globs):
-                return name
-        return None
+        if op_type not in self.memo:
+            self.memo[op_type] = _first_match(self.classes, op_type)
+        return self.memo[op_type]
 
     def lookup(self, names: list[str]) -> np.ndarray:
         """Symbol byte of each name (a dictionary of op types): one uint8 per entry."""
@@ -96,12 +96,20 @@ class PatternSet:
     framework: CompiledLevel
     categories: dict[str, tuple[str, ...]]
     source: str
+    memo: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)  # op type -> category
 
     def category_of(self, op_type: str) -> str | None:
-        for name, globs in self.categories.items():
-            if any(fnmatch.fnmatchcase(op_type, g) for g in globs):
-                return name
-        return None
+        if op_type not in self.memo:
+            self.memo[op_type] = _first_match(self.categories, op_type)
+        return self.memo[op_type]
+
+
+def _first_match(named_globs: dict[str, tuple[str, ...]], op_type: str) -> str | None:
+    """The first name whose globs match the op type (names repeat across millions of ops: callers memoise)."""
+    for name, globs in named_globs.items():
+        if any(fnmatch.fnmatchcase(op_type, g) for g in globs):
+            return name
+    return None
 
 
 def _compile_level(level: LevelPatterns, where: str) -> CompiledLevel:

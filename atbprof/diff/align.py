@@ -15,6 +15,7 @@ import bisect
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -125,11 +126,24 @@ class _Aligner:
     def _align(self, a: list[int], b: list[int], sa: list[int], sb: list[int]) -> list[_Local]:
         ea, oa = self._expand(a)
         eb, ob = self._expand(b)
+        equal = [op for op in Indel.opcodes(ea, eb) if op.tag == "equal"]  # a longest common subsequence (C++)
+        if len(ea) == len(a) and len(eb) == len(b):
+            # nothing expanded (no fused kernel of known make-up): every matched pair is a 1:1 group
+            out = [
+                _Local((op.src_start + k,), (op.dest_start + k,))
+                for op in equal
+                for k in range(op.src_end - op.src_start)
+            ]
+            return self._rest(a, b, sa, sb, out, {g.base[0] for g in out}, {g.new[0] for g in out})
+        return self._grouped(a, b, sa, sb, equal, oa, ob)
+
+    def _grouped(
+        self, a: list[int], b: list[int], sa: list[int], sb: list[int], equal: list[Any], oa: list[int], ob: list[int]
+    ) -> list[_Local]:
+        """Groups of owners (expanded fused kernels) whose elements all matched each other: 1:1, N:1 or 1:N."""
         # owners matched element by element: (base owner, new owner) -> matched elements
         links: dict[tuple[int, int], int] = {}
-        for op in Indel.opcodes(ea, eb):  # a longest common subsequence (C++), not difflib's O(n^2) Python
-            if op.tag != "equal":
-                continue
+        for op in equal:
             for k in range(op.src_end - op.src_start):
                 key = (oa[op.src_start + k], ob[op.dest_start + k])
                 links[key] = links.get(key, 0) + 1
@@ -172,7 +186,19 @@ class _Aligner:
                 out.append(_Local((i,), tuple(sorted(js))))
                 used_a.add(i)
                 used_b.update(js)
-        # the rest, edit block by edit block: between two consecutive matched groups (in base order)
+        return self._rest(a, b, sa, sb, out, used_a, used_b)
+
+    def _rest(
+        self,
+        a: list[int],
+        b: list[int],
+        sa: list[int],
+        sb: list[int],
+        out: list[_Local],
+        used_a: set[int],
+        used_b: set[int],
+    ) -> list[_Local]:
+        """`out` plus the unmatched ops, edit block by edit block: between two consecutive matched groups."""
         anchors = sorted((max(g.base), max(g.new)) for g in out)
         cut_a = [x for x, _ in anchors]
         cut_b = list(np.maximum.accumulate([y for _, y in anchors])) if anchors else []
@@ -292,6 +318,7 @@ def match_aligned(base: Side, new: Side, name_map: dict[str, str]) -> Matching:
     (rb_codes, rb_names), (rn_codes, rn_names) = base.codes("role"), new.codes("role")
     role_of = ([*rb_names, ""], [*rn_names, ""])
     role_code = (rb_codes.tolist(), rn_codes.tolist())
+    has_roles = bool(rb_names or rn_names)
 
     def info(at_b: list[int], at_n: list[int]) -> GroupInfo:
         """What a new group is: types, layer/category of its last op, roles and shape of its first op."""
@@ -299,10 +326,14 @@ def match_aligned(base: Side, new: Side, name_map: dict[str, str]) -> Matching:
         ntypes = tuple(vocab.names[types[1][i]] for i in at_n)
         side, last = (0, at_b[-1]) if at_b else (1, at_n[-1])
         first = (0, at_b[0]) if at_b else (1, at_n[0])
-        sides = [
-            "+".join(dict.fromkeys(role_of[s][role_code[s][i]] for i in at if role_code[s][i] >= 0))
-            for s, at in ((0, at_b), (1, at_n))
-        ]
+        sides = (
+            [
+                "+".join(dict.fromkeys(role_of[s][role_code[s][i]] for i in at if role_code[s][i] >= 0))
+                for s, at in ((0, at_b), (1, at_n))
+            ]
+            if has_roles
+            else ["", ""]
+        )
         same = sides[0] == sides[1] or not (sides[0] and sides[1])
         return GroupInfo(
             base_types=btypes,

@@ -166,18 +166,17 @@ def _fast_kineto(path: Path, data: bytes, framework: bool = True) -> Profile | N
 
 
 def _kineto_profile(path: Path, trace: TraceEvents, with_framework: bool = True) -> Profile:
-    ops, framework, steps, first, meta = read_kineto(trace)
-    if ops.rows == 0 and len(framework.index) == 0:
+    ops, framework, steps, first, meta = read_kineto(trace, with_framework)
+    if ops.rows == 0 and (framework is None or len(framework.index) == 0):
         raise InputError(
             f"{path}: a Chrome trace without GPU kernels (cat kernel) or framework ops (cat cpu_op): not a "
             f"torch.profiler / Kineto trace atbprof can use\n{ACCEPTED}"
         )
-    keep = with_framework or ops.rows == 0  # a CPU-only trace: its framework ops are the timeline
     return assemble(
         "kineto",
         str(path),
         ops,
-        framework=framework if keep else None,
+        framework=framework,
         profiler_steps=steps,
         first_event_ns=first,
         meta=meta,

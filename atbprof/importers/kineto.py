@@ -31,8 +31,11 @@ LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
 _INT32_MAX = 2**31 - 1
 
 
-def read_kineto(trace: TraceEvents) -> tuple[RawOps, RawFramework, RawSteps | None, int | None, dict[str, object]]:
-    """(ops, framework, ProfilerStep frames, first event, meta), absolute ns."""
+def read_kineto(
+    trace: TraceEvents, framework: bool = True
+) -> tuple[RawOps, RawFramework | None, RawSteps | None, int | None, dict[str, object]]:
+    """(ops, framework, ProfilerStep frames, first event, meta), absolute ns. `framework=False`: no framework
+    table when the trace has kernels (None), for callers that compare kernels only."""
     top = trace.top or {}
     base = top.get("baseTimeNanoseconds")
     base_ns = base if isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 2**62 else 0
@@ -57,14 +60,18 @@ def read_kineto(trace: TraceEvents) -> tuple[RawOps, RawFramework, RawSteps | No
         if not (trace.has_ts[i] and trace.has_dur[i]):
             raise trace.fail(i, "a complete ('X') event needs a 'ts' and a 'dur'")
     ops = _ops(trace, kernels, ts, _launches_by_correlation(trace, launches, ts))
-    framework = RawFramework(
-        index=np.array(cpu_ops, np.int64),
-        name=[text_of(trace.name[i]) for i in cpu_ops],
-        start_ns=ts[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
-        dur_ns=trace.dur_ns[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
-        pid=trace.take("pid", cpu_ops),
-        tid=trace.take("tid", cpu_ops),
-        input_shapes=trace.arg_dims("Input Dims", cpu_ops),
+    cpu = (
+        None
+        if not framework and kernels
+        else RawFramework(
+            index=np.array(cpu_ops, np.int64),
+            name=[text_of(trace.name[i]) for i in cpu_ops],
+            start_ns=ts[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
+            dur_ns=trace.dur_ns[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
+            pid=trace.take("pid", cpu_ops),
+            tid=trace.take("tid", cpu_ops),
+            input_shapes=trace.arg_dims("Input Dims", cpu_ops),
+        )
     )
     frames = None
     if steps:
@@ -84,7 +91,7 @@ def read_kineto(trace: TraceEvents) -> tuple[RawOps, RawFramework, RawSteps | No
     devices = top.get("deviceProperties")
     if isinstance(devices, list):
         meta["devices"] = [d.get("name") for d in devices if isinstance(d, dict)]
-    return ops, framework, frames, first, meta
+    return ops, cpu, frames, first, meta
 
 
 def _correlations(trace: TraceEvents, rows: list[int]) -> np.ndarray:
