@@ -15,6 +15,20 @@ KV_REUSE_WITH_PAGED_ATTENTION = (
 )
 
 
+def _range_list(value: object, expected: str) -> object:
+    """A range list ('0-3,10,20-') as text, checked by the one parser of range lists; an int is one range."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str):
+        from atbprof.writers.selection import parse_ranges
+
+        try:
+            parse_ranges(value, "ranges")
+        except AtbprofError:
+            raise ValueError(expected) from None
+    return value
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -156,16 +170,7 @@ class OutputSection(_Section):
     @field_validator("trace_steps", "trace_layers", mode="before")
     @classmethod
     def _ranges(cls, value: object) -> object:
-        if isinstance(value, int) and not isinstance(value, bool):
-            value = str(value)
-        if isinstance(value, str):
-            from atbprof.writers.selection import parse_ranges  # the one parser of range lists
-
-            try:
-                parse_ranges(value, "ranges")
-            except AtbprofError:
-                raise ValueError("expected ranges like 0-3,10,20- (non-negative integers, low-high)") from None
-        return value
+        return _range_list(value, "expected ranges like 0-3,10,20- (non-negative integers, low-high)")
 
     trace_max_mb: float | None = Field(
         default=600,
@@ -200,16 +205,7 @@ class NumericsSection(_Section):
     @field_validator("layers", mode="before")
     @classmethod
     def _layer_ranges(cls, value: object) -> object:
-        if isinstance(value, int) and not isinstance(value, bool):
-            value = str(value)
-        if isinstance(value, str):
-            from atbprof.writers.selection import parse_ranges
-
-            try:
-                parse_ranges(value, "ranges")
-            except AtbprofError:
-                raise ValueError("expected layer ranges like 0 or 0-1,31 (non-negative integers)") from None
-        return value
+        return _range_list(value, "expected layer ranges like 0 or 0-1,31 (non-negative integers)")
 
 
 class RunConfig(_Section):

@@ -25,6 +25,7 @@ from atbprof.analyze.categories import CATEGORY_NAMES
 from atbprof.diff.groups import GroupInfo, Matching, pair_frames, structure_of
 from atbprof.diff.measure import Side
 from atbprof.errors import InputError
+from atbprof.fusion.passes import type_matches
 
 MAX_FUSED = 12  # longest base chain one fused kernel may replace
 
@@ -46,10 +47,6 @@ def _rule_chains() -> dict[str, tuple[tuple[str, ...], ...]]:
                 if "{" not in name:
                     out.setdefault(name, []).append(tuple(pat.ops))
     return {k: tuple(v) for k, v in out.items()}
-
-
-def _type_ok(want: str, have: str) -> bool:
-    return any(have == w or (w.endswith("*") and have.startswith(w[:-1])) for w in want.split("|"))
 
 
 def _named_after(fused: str, parts: tuple[str, ...]) -> bool:
@@ -97,7 +94,7 @@ class _Aligner:
 
     def _fits(self, fused: str, types: list[str]) -> bool:
         if any(
-            len(c) == len(types) and all(_type_ok(w, t) for w, t in zip(c, types, strict=True))
+            len(c) == len(types) and all(type_matches(w, t) for w, t in zip(c, types, strict=True))
             for c in self.chains(fused)
         ):
             return True

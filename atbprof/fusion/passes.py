@@ -47,7 +47,8 @@ class FusionResult:
     disabled: dict[str, str] = field(default_factory=dict)  # rule -> why it was switched off for the phase
 
 
-def _type_ok(want: str, have: str) -> bool:
+def type_matches(want: str, have: str) -> bool:
+    """Does op type `have` match a rule's `want` (alternatives 'A|B', globs 'Fused*MatMul')?"""
     return any(fnmatch.fnmatchcase(have, alt) for alt in want.split("|"))
 
 
@@ -171,7 +172,7 @@ def _escapes_ok(rule: Rule, pattern: Pattern, window: Sequence[Node], k: int, te
     if k in rule.exports or k == len(window) - 1:
         return True
     glob = pattern.export_if.get(k)
-    return glob is not None and _type_ok(glob, window[k].op_type) and tensor is not window[k].outputs[-1]
+    return glob is not None and type_matches(glob, window[k].op_type) and tensor is not window[k].outputs[-1]
 
 
 def _escaping(
@@ -218,22 +219,22 @@ def _structure(
 def _interposed(pattern: Pattern, nodes: list[Node], i: int) -> str | None:
     """The pattern matches except for one op interposed inside it -> the reason, else None."""
     n = len(pattern.ops)
-    if n < 2 or not _type_ok(pattern.ops[0], nodes[i].op_type):
+    if n < 2 or not type_matches(pattern.ops[0], nodes[i].op_type):
         return None
     k = 1
-    while k < n and i + k < len(nodes) and _type_ok(pattern.ops[k], nodes[i + k].op_type):
+    while k < n and i + k < len(nodes) and type_matches(pattern.ops[k], nodes[i + k].op_type):
         k += 1
     rest = nodes[i + k + 1 : i + n + 1]
     if k >= n or len(rest) != n - k:
         return None
     extra, before = nodes[i + k], nodes[i + k - 1]
-    if _type_ok(pattern.ops[0], extra.op_type):
+    if type_matches(pattern.ops[0], extra.op_type):
         return None  # the extra op starts a match of its own
     reads = {e.producer for e in rest[0].inputs}
     # interposed on the data path (Add -> Cast -> RmsNorm) or issued in between (Swish, up MatMul, Mul)
     on_path = extra.id in reads and any(e.producer == before.id for e in extra.inputs)
     if (on_path or before.id in reads) and all(
-        _type_ok(w, m.op_type) for w, m in zip(pattern.ops[k:], rest, strict=True)
+        type_matches(w, m.op_type) for w, m in zip(pattern.ops[k:], rest, strict=True)
     ):
         return f"{extra.op_type} ({extra.role}) is interposed between {pattern.ops[k - 1]} and {pattern.ops[k]}"
     return None
@@ -250,8 +251,8 @@ def _chain(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -
         for pattern in rule.patterns:
             n = len(pattern.ops)
             raw = src[i : i + n]  # op types do not change when inputs are re-pointed: test them first
-            if len(raw) < n or not all(_type_ok(w, m.op_type) for w, m in zip(pattern.ops, raw, strict=True)):
-                reason = _interposed(pattern, src, i) if _type_ok(pattern.ops[0], src[i].op_type) else None
+            if len(raw) < n or not all(type_matches(w, m.op_type) for w, m in zip(pattern.ops, raw, strict=True)):
+                reason = _interposed(pattern, src, i) if type_matches(pattern.ops[0], src[i].op_type) else None
                 if reason:
                     result.near_misses.append(NearMiss(rule.name, ctx.phase, src[i].layer, src[i].id, reason))
                 continue
