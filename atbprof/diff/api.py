@@ -112,6 +112,12 @@ def diff(
     notes = [*m.notes, *notes]
     if not a.tokens_known or not b.tokens_known:
         notes.append("tokens/s assumes one token per step where the profile does not record the batch")
+    unpaired = (matching.base_unpaired_steps, matching.new_unpaired_steps)
+    if any(unpaired):
+        notes.append(
+            f"steps without a partner are left out: {unpaired[0]} of the base, {unpaired[1]} of the new "
+            f"({len(m.pairs)} pairs compared)"
+        )
     aligned = _aligned_share(m)
     if m.method == "alignment" and aligned < 0.5:
         notes.append(

@@ -123,3 +123,14 @@ def test_rows_by_every_key_add_up(seed000: tuple[Profile, Profile]) -> None:
         totals.append(round(sum(r.delta_us for r in rows), 1))
     # every key partitions the same groups: the per-step delta of the device time is the same sum
     assert len(set(totals)) == 1
+
+
+def test_runs_of_different_lengths_compare_their_common_steps(diff_runs: Callable[..., Profile]) -> None:
+    long = diff_runs("seed000-baseline.yaml", SHORT)
+    short = diff_runs("seed000-lnfused.yaml", "workload.decode_tokens=3")
+    report = diff(long, short).report
+    m = report.matching
+    assert (m.pairs, m.scope_pairs, m.base_unpaired_steps, m.new_unpaired_steps) == (4, 3, 5, 0)
+    assert any("5 of the base, 0 of the new (4 pairs compared)" in n for n in report.notes)
+    head = report.headline.decode_ms_per_token
+    assert head is not None and head.base_steps.n == head.new_steps.n == 3
