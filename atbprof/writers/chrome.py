@@ -23,17 +23,15 @@ from isal import igzip
 
 from atbprof.optable.schema import PIPES, SCHEMA_VERSION, check_table
 from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded, op_arg_keys
-from atbprof.writers.grouping import NO_END, BusyIntervals, Runs, sequential
+from atbprof.writers.grouping import LEVELS, NO_END, BusyIntervals, ModelGroups, sequential
 
 PID_HOST, PID_DEVICE, PID_OVERLAP, PID_MODEL = 1, 2, 3, 4
 STREAM0_TID = 65536
 """tid of stream 0 (Perfetto merges tid 0 into the process's main thread)."""
-BLOCK_NAMES = {"attn": "attention", "ffn": "ffn", "head": "head"}
 STATIC_KEYS = {"task_type": "Task Type", "op_type": "OP Type", "role": "role", "block_dim": "Block Dim"}
 STATIC_KEYS |= {"input_shapes": "Input Shapes", "input_dtypes": "Input Data Types"}
 STATIC_KEYS |= {"output_shapes": "Output Shapes", "output_dtypes": "Output Data Types", "bound": "bound"}
 RATIO_KEYS = {p: {"mac": "aic_mac_ratio", "vec": "aiv_vec_ratio"}.get(p, f"{p}_ratio") for p in PIPES}
-LEVELS = ("step", "layer", "block")
 _CHUNK = 8192  # max rows per text pass: small text buffers (~1 KB/row) are reused by the allocator; big ones
 # are returned to the OS and page-faulted in again (25% slower)
 _GROUP_CHUNK = 1 << 16  # rows per pass for group / busy-interval texts
@@ -214,10 +212,9 @@ class ChromeTraceWriter(StagedFile):
         self._streams_seen: set[int] = set()
         self._frags: dict[str, tuple[pa.Array, list[str]]] = {}
         self._values: dict[str, dict[Any, str]] = {}
-        self._codes: dict[str, dict[str, int]] = {"role": {}, "phase": {}}  # block / phase name -> code
         self._busy = BusyIntervals()
-        self._runs = {level: Runs() for level in LEVELS}
-        self._last_end = dict.fromkeys((*LEVELS, "host"), NO_END)
+        self._model = ModelGroups()
+        self._host_end = NO_END
         self._n_ops = self._n_launch = 0
         self._pending = bytearray()
         self._stack = ExitStack()
@@ -297,11 +294,6 @@ class ChromeTraceWriter(StagedFile):
             hit = self._frags[key] = (d, [known.get(v) or known.setdefault(v, fmt(v)) for v in d.to_pylist()])
         ix = col.indices
         return hit[1], ix.to_numpy(zero_copy_only=False)
-
-    def _code(self, col: pa.Array, kind: str, fn: Callable[[str], str]) -> np.ndarray:
-        table = self._codes[kind]
-        codes = np.array([table.setdefault(fn(v), len(table)) for v in col.dictionary.to_pylist()], np.int64)
-        return codes[col.indices.to_numpy(zero_copy_only=False)]
 
     def _chunk(self, b: pa.RecordBatch, off: int, prefix: list[tuple[pa.Array, np.ndarray]]) -> None:
         """Text of rows [off, off + len(b)) of a group chunk: events completed there, host X + s, device X, f."""
@@ -387,29 +379,19 @@ class ChromeTraceWriter(StagedFile):
         return a.text(), closed
 
     def _groups(self, b: pa.RecordBatch, s: np.ndarray, e: np.ndarray) -> list[tuple[pa.Array, np.ndarray]]:
-        c = b.column
-        step, layer = c("step").to_numpy().astype(np.int64), c("layer").to_numpy().astype(np.int64)
-        block = self._code(c("role"), "role", lambda r: BLOCK_NAMES.get(r.split(".")[0], r.split(".")[0]))
-        phase = self._code(c("phase"), "phase", str)
-        vals = [s, e, c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy(), c("task_dur_ns").to_numpy()]
-        keys = {"step": ([step], phase), "layer": ([step, layer], block), "block": ([step, layer, block], block)}
-        out = []
-        for level in LEVELS:
-            cols, at = self._runs[level].feed(*keys[level], vals)
-            out.append((self._group_text(level, cols) if len(at) else pa.array([], pa.string()), at))
-        return out
+        return [
+            (self._group_text(level, cols) if len(at) else pa.array([], pa.string()), at)
+            for level, cols, at in self._model.feed(b, s, e)
+        ]
 
     def _group_text(self, level: str, cols: list[np.ndarray]) -> pa.Array:
         """One string per completed group: its slice on the Model track, with counter samples."""
-        start, end, self._last_end[level] = sequential(cols[-4], cols[-3], self._last_end[level])
+        start, end = self._model.spans(level, cols)
         a = _Asm(self._st, len(start))
         if level == "step":  # few
-            ph = {v: n for n, v in self._codes["phase"].items()}
-            rows = zip(cols[0].tolist(), cols[1].tolist(), strict=True)
-            labels = ["prefill" if ph[p] == "prefill" else f"decode #{s}" for s, p in rows]
-            a.add(pa.array([f',\n{{"name":{_js(x)}' for x in labels], pa.string()))
+            a.add(pa.array([f',\n{{"name":{_js(x)}' for x in self._model.step_labels(cols)], pa.string()))
         else:  # "layer <l>" (layer >= 0) or the block name (attention, ffn, head, ...)
-            names = tuple(_js(n) for n in self._codes["role"])
+            names = tuple(_js(n) for n in self._model.block_names)
             is_layer = (cols[1] >= 0) & (level == "layer")
             a.int(cols[1], ',\n{"name":"layer ', '"', is_layer)
             a.table(("label", *names), lambda: [f',\n{{"name":{n}' for n in names], cols[-5], ~is_layer)
@@ -428,14 +410,12 @@ class ChromeTraceWriter(StagedFile):
     def _finish(self, steps: pa.Table) -> None:
         if self._busy.open is not None:
             self._write(_x("Computing", PID_OVERLAP, 1, *self._busy.open))
-        for level in LEVELS:
-            cols = self._runs[level].flush()
-            if cols is not None:
-                self._write(_text(self._group_text(level, cols)))
+        for level, cols in self._model.flush():
+            self._write(_text(self._group_text(level, cols)))
         out, tid = self._stream_meta(self._streams_seen), self._host_tid + 1
         for r in steps.sort_by("step").to_pylist():
             lo, hi = np.array([r["host_start_ns"]]), np.array([r["sync_end_ns"]])
-            (a,), (z,), self._last_end["host"] = sequential(lo, hi, self._last_end["host"])
+            (a,), (z,), self._host_end = sequential(lo, hi, self._host_end)
             a, z = int(a), int(z)
             out.append(_x(f"Step {r['step']} ({r['phase']})", PID_HOST, tid, a, z))
             ov_end = min(a + max(r["host_overhead_ns"], 0), z)

@@ -5,11 +5,16 @@ All of it is incremental (ops arrive in batches in device order) and keeps only 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 NO_END = int(np.iinfo(np.int64).min)
+LEVELS = ("step", "layer", "block")
+"""The Model process's tracks: one slice per step, per layer of a step, per block (attention, ffn...) of a layer."""
+BLOCK_NAMES = {"attn": "attention", "ffn": "ffn", "head": "head"}
 
 
 def sequential(start: np.ndarray, end: np.ndarray, last_end: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -72,3 +77,51 @@ class BusyIntervals:
         closed = brk if self.open is not None else brk[1:]
         self.open = (int(starts[-1]), int(cm[-1]))
         return closed, starts[:-1], prev[closed], s[closed]
+
+
+class ModelGroups:
+    """The Steps / Layers / Blocks slices of the Model process, completed as batches stream in (both trace writers
+    draw them; only how they write a slice differs). Group columns: keys..., payload, start, end, bytes, busy."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, dict[str, int]] = {"role": {}, "phase": {}}  # block / phase name -> code
+        self.runs = {level: Runs() for level in LEVELS}
+        self.last_end = dict.fromkeys(LEVELS, NO_END)
+
+    def _code(self, col: pa.Array, kind: str, fn: Callable[[str], str]) -> np.ndarray:
+        table = self.codes[kind]
+        codes = np.array([table.setdefault(fn(v), len(table)) for v in col.dictionary.to_pylist()], np.int64)
+        return codes[col.indices.to_numpy(zero_copy_only=False)]
+
+    def feed(self, b: pa.RecordBatch, s: np.ndarray, e: np.ndarray) -> list[tuple[str, list[Any], np.ndarray]]:
+        """(level, columns of the groups this batch completed, the batch row completing each) for every level."""
+        c = b.column
+        step, layer = c("step").to_numpy().astype(np.int64), c("layer").to_numpy().astype(np.int64)
+        block = self._code(c("role"), "role", lambda r: BLOCK_NAMES.get(r.split(".")[0], r.split(".")[0]))
+        phase = self._code(c("phase"), "phase", str)
+        vals = [s, e, c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy(), c("task_dur_ns").to_numpy()]
+        keys = {"step": ([step], phase), "layer": ([step, layer], block), "block": ([step, layer, block], block)}
+        return [(level, *self.runs[level].feed(*keys[level], vals)) for level in LEVELS]
+
+    def flush(self) -> Iterator[tuple[str, list[Any]]]:
+        """The groups still open at the end of the run, per level."""
+        for level in LEVELS:
+            cols = self.runs[level].flush()
+            if cols is not None:
+                yield level, cols
+
+    def spans(self, level: str, cols: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end of each group, clamped so the slices of a track do not overlap."""
+        start, end, self.last_end[level] = sequential(cols[-4], cols[-3], self.last_end[level])
+        return start, end
+
+    def step_labels(self, cols: list[Any]) -> list[str]:
+        """ "prefill" or "decode #N" per step group."""
+        phase = {v: k for k, v in self.codes["phase"].items()}
+        rows = zip(cols[0].tolist(), cols[1].tolist(), strict=True)
+        return ["prefill" if phase[p] == "prefill" else f"decode #{s}" for s, p in rows]
+
+    @property
+    def block_names(self) -> list[str]:
+        """Block names by code (the payload of layer and block groups)."""
+        return list(self.codes["role"])

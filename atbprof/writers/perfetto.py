@@ -29,8 +29,8 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, Track
 from atbprof.optable.schema import PIPES, check_table
 from atbprof.writers import protowire as pw
 from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded, op_arg_keys
-from atbprof.writers.chrome import BLOCK_NAMES, LEVELS, RATIO_KEYS, STATIC_KEYS
-from atbprof.writers.grouping import NO_END, BusyIntervals, Runs, sequential
+from atbprof.writers.chrome import RATIO_KEYS, STATIC_KEYS
+from atbprof.writers.grouping import LEVELS, NO_END, BusyIntervals, ModelGroups, sequential
 
 SEQ = 1  # trusted_packet_sequence_id of every packet
 CLEARED, NEEDS_STATE = 1, 2  # TracePacket.sequence_flags
@@ -156,10 +156,9 @@ class PerfettoTraceWriter(StagedFile):
             raise ValueError(f"host_tid must be a positive integer, got {meta.host_tid}")
         self.meta, self.packets, self._names = meta, 0, _Interner()
         self._streams: set[int] = set()
-        self._codes: dict[str, dict[str, int]] = {"role": {}, "phase": {}}  # block / phase name -> code
         self._busy = BusyIntervals()
-        self._runs = {level: Runs() for level in LEVELS}
-        self._last_end = dict.fromkeys((*LEVELS, "host"), NO_END)
+        self._model = ModelGroups()
+        self._host_end = NO_END
         self._stack = ExitStack()
         tmp = self._stack.enter_context(atomic_path(Path(directory) / self.filename))
         self._fh: IO[bytes] = self._stack.enter_context(open(tmp, "wb"))  # noqa: SIM115 - the stack closes it
@@ -194,13 +193,11 @@ class PerfettoTraceWriter(StagedFile):
         if self._busy.open is not None:
             a, z = (np.array([v]) for v in self._busy.open)
             pieces.append((self._slice(1, U_TRACK["Computing"], self._fixed("Computing"), a, z), 1))
-        for level in LEVELS:
-            cols = self._runs[level].flush()
-            if cols is not None:
-                start, end, labels = self._group_spans(level, cols)
-                for text in labels:
-                    self._names.get(NAME, text)
-                pieces.append((self._group_msg(level, cols, start, end, labels), len(start)))
+        for level, cols in self._model.flush():
+            start, end, labels = self._group_spans(level, cols)
+            for text in labels:
+                self._names.get(NAME, text)
+            pieces.append((self._group_msg(level, cols, start, end, labels), len(start)))
         pieces.append(self._host_frames(steps.sort_by("step")))
         interned = self._names.packets()
         self.packets += len(interned)
@@ -257,7 +254,7 @@ class PerfettoTraceWriter(StagedFile):
         e = s + dur
         busy = self._busy.feed(s, e)
         groups: list[tuple[np.ndarray, str, list[Any], np.ndarray, np.ndarray, list[str]]] = []
-        for order, (level, cols, at) in enumerate(self._groups(b, s, e)):
+        for order, (level, cols, at) in enumerate(self._model.feed(b, s, e)):
             if len(at):
                 start, end, labels = self._group_spans(level, cols)
                 for row, text in zip(at.tolist(), labels, strict=True):
@@ -364,28 +361,12 @@ class PerfettoTraceWriter(StagedFile):
 
     # -- groups (Model tracks, counters) and host frames ----------------------------------------------------
 
-    def _code(self, col: pa.Array, kind: str, fn: Callable[[str], str]) -> np.ndarray:
-        table = self._codes[kind]
-        codes = np.array([table.setdefault(fn(v), len(table)) for v in col.dictionary.to_pylist()], np.int64)
-        return codes[col.indices.to_numpy(zero_copy_only=False)]
-
-    def _groups(self, b: pa.RecordBatch, s: np.ndarray, e: np.ndarray) -> list[tuple[str, list[Any], np.ndarray]]:
-        c = b.column
-        step, layer = c("step").to_numpy().astype(np.int64), c("layer").to_numpy().astype(np.int64)
-        block = self._code(c("role"), "role", lambda r: BLOCK_NAMES.get(r.split(".")[0], r.split(".")[0]))
-        phase = self._code(c("phase"), "phase", str)
-        vals = [s, e, c("hbm_read_bytes").to_numpy() + c("hbm_write_bytes").to_numpy(), c("task_dur_ns").to_numpy()]
-        keys = {"step": ([step], phase), "layer": ([step, layer], block), "block": ([step, layer, block], block)}
-        return [(level, *self._runs[level].feed(*keys[level], vals)) for level in LEVELS]
-
     def _group_spans(self, level: str, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """Start and end (clamped so slices of a track do not overlap) and name of each completed group."""
-        start, end, self._last_end[level] = sequential(cols[-4], cols[-3], self._last_end[level])
+        start, end = self._model.spans(level, cols)
         if level == "step":
-            ph = {v: k for k, v in self._codes["phase"].items()}
-            rows = zip(cols[0].tolist(), cols[1].tolist(), strict=True)
-            return start, end, ["prefill" if ph[p] == "prefill" else f"decode #{s}" for s, p in rows]
-        blocks = list(self._codes["role"])
+            return start, end, self._model.step_labels(cols)
+        blocks = self._model.block_names
         layers = cols[1].tolist() if level == "layer" else [-1] * len(start)
         labels = [f"layer {ly}" if ly >= 0 else blocks[k] for ly, k in zip(layers, cols[-5].tolist(), strict=True)]
         return start, end, labels
@@ -408,7 +389,7 @@ class PerfettoTraceWriter(StagedFile):
         if n == 0:
             return [], 0
         col = {k: steps.column(k).to_numpy().astype(np.int64) for k in ("host_start_ns", "sync_end_ns")}
-        a, z, self._last_end["host"] = sequential(col["host_start_ns"], col["sync_end_ns"], self._last_end["host"])
+        a, z, self._host_end = sequential(col["host_start_ns"], col["sync_end_ns"], self._host_end)
         over = np.maximum(steps.column("host_overhead_ns").to_numpy(), 0)
         ov_end = np.minimum(a + over, z)
         sync = np.maximum(steps.column("device_end_ns").to_numpy(), ov_end)
