@@ -71,17 +71,24 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def hta_seconds(py: Path, trace: Path, repeat: int) -> tuple[float, float]:
+def peer_medians(py: Path, setup: str, call: str, repeat: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of `call` run `repeat` times in the peer venv's Python, after `setup`."""
     code = (
-        "import json,statistics,sys,time,logging\nlogging.disable(logging.CRITICAL)\n"
-        "from hta.common.trace import parse_trace_file\nts=[];cs=[]\n"
-        f"for _ in range({repeat}):\n t=time.perf_counter(); c=time.process_time(); "
-        f"parse_trace_file({str(trace)!r}); ts.append(time.perf_counter()-t); cs.append(time.process_time()-c)\n"
+        "import json,statistics,time,logging,warnings\nlogging.disable(logging.CRITICAL)\n"
+        f"warnings.filterwarnings('ignore')\n{setup}\nts=[];cs=[]\n"
+        f"for _ in range({repeat}):\n t=time.perf_counter(); c=time.process_time(); {call}; "
+        "ts.append(time.perf_counter()-t); cs.append(time.process_time()-c)\n"
         "print(json.dumps([statistics.median(ts), statistics.median(cs)]))"
     )
     out = subprocess.run([str(py), "-c", code], check=True, capture_output=True, text=True).stdout
     wall, cpu = json.loads(out.strip().splitlines()[-1])
     return float(wall), float(cpu)
+
+
+def hta_seconds(py: Path, trace: Path, repeat: int) -> tuple[float, float]:
+    return peer_medians(
+        py, "from hta.common.trace import parse_trace_file", f"parse_trace_file({str(trace)!r})", repeat
+    )
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_analyze import median_times, peer_python  # noqa: E402
+from bench_analyze import median_times, peer_medians, peer_python  # noqa: E402
 
 from atbprof.config import load_config  # noqa: E402
 from atbprof.diff.api import diff, diff_paths  # noqa: E402
@@ -40,16 +40,8 @@ JITTER = ["execution.jitter.kernel_cv=0.05", "execution.jitter.host_cv=0.1"]
 
 def hta_seconds(py: Path, control: Path, test: Path, repeat: int) -> tuple[float, float]:
     """Median wall and CPU seconds of HTA's TraceDiff.compare_traces (it parses both traces too)."""
-    code = (
-        "import json,statistics,time,logging,warnings\nlogging.disable(logging.CRITICAL)\n"
-        "warnings.filterwarnings('ignore')\nfrom hta.trace_diff import TraceDiff\nts=[];cs=[]\n"
-        f"for _ in range({repeat}):\n t=time.perf_counter(); c=time.process_time(); "
-        f"TraceDiff.compare_traces({str(control)!r}, {str(test)!r}); ts.append(time.perf_counter()-t); "
-        "cs.append(time.process_time()-c)\nprint(json.dumps([statistics.median(ts), statistics.median(cs)]))"
-    )
-    out = subprocess.run([str(py), "-c", code], check=True, capture_output=True, text=True).stdout
-    wall, cpu = json.loads(out.strip().splitlines()[-1])
-    return float(wall), float(cpu)
+    call = f"TraceDiff.compare_traces({str(control)!r}, {str(test)!r})"
+    return peer_medians(py, "from hta.trace_diff import TraceDiff", call, repeat)
 
 
 def pin_hta(py: Path, control: Path, test: Path) -> None:
