@@ -18,6 +18,7 @@ from atbprof.importers.csv_tables import classify, header_of, read_op_table
 from atbprof.importers.guard import importer
 from atbprof.importers.kineto import read_kineto
 from atbprof.importers.kineto_decode import NotFast, decode_kineto
+from atbprof.importers.kineto_scan import scan_kineto
 from atbprof.importers.ours import is_run_dir, load_run
 from atbprof.importers.trace_events import TraceEvents, load_trace
 from atbprof.optable.schema import read_ops
@@ -157,7 +158,7 @@ def _ascend_profile(path: Path, trace: TraceEvents) -> Profile:
 def _fast_kineto(path: Path, data: bytes, framework: bool = True) -> Profile | None:
     """A Kineto trace through the fast decoder; None: the general path must read it (and explain any problem)."""
     try:
-        trace = decode_kineto(path, data)
+        trace = scan_kineto(path, data) or decode_kineto(path, data)
         if trace is None or is_ascend_trace(trace):
             return None
         return _kineto_profile(path, trace, framework)

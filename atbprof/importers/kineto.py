@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from atbprof.importers.ascend_json import PROFILER_STEP
 from atbprof.importers.assemble import RawFramework, RawOps, RawSteps
 from atbprof.importers.optypes import derive_types, gpu_op_type
-from atbprof.importers.trace_events import TraceEvents, int_arg, text_of
+from atbprof.importers.trace_events import TraceEvents, int_arg
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
@@ -65,7 +65,7 @@ def read_kineto(
         if not framework and kernels
         else RawFramework(
             index=np.array(cpu_ops, np.int64),
-            name=[text_of(trace.name[i]) for i in cpu_ops],
+            name=trace.texts("name", cpu_ops).to_pylist(),
             start_ns=ts[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
             dur_ns=trace.dur_ns[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
             pid=trace.take("pid", cpu_ops),
@@ -94,19 +94,10 @@ def read_kineto(
     return ops, cpu, frames, first, meta
 
 
-def _correlations(trace: TraceEvents, rows: list[int]) -> np.ndarray:
-    """args.correlation per row as int64 (-1: none); numbers, or digits as text in the old schema."""
-    values = trace.arg_values("correlation", rows)
-    try:
-        arr = pa.array(values, pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        arr = pa.array([int_arg({"c": v}, "c") for v in values], pa.int64())
-    return np.array(pc.fill_null(arr, -1).to_numpy(zero_copy_only=False), np.int64)
-
-
 def _launches_by_correlation(trace: TraceEvents, launches: list[int], ts: np.ndarray) -> Launches:
-    """The runtime launches sorted by correlation id (the last one wins on duplicates)."""
-    corr = _correlations(trace, launches)
+    """The runtime launches sorted by correlation id (the last one wins on duplicates); args.correlation is a
+    number, or digits as text in the old schema."""
+    corr = trace.nonneg_int_args("correlation", launches)
     keep = corr >= 0
     rows = np.array(launches, np.int64)[keep]
     corr = corr[keep]
@@ -134,9 +125,8 @@ class Launches:
 def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launches) -> RawOps:
     if not kernels:
         return RawOps.empty()
-    streams = trace.arg_values("stream", kernels)
-    names = pa.array([text_of(trace.name[i]) for i in kernels], pa.string())
-    launch = launches.of(_correlations(trace, kernels))
+    names = trace.texts("name", kernels)
+    launch = launches.of(trace.nonneg_int_args("correlation", kernels))
     found = launch >= 0
     none = np.zeros(len(kernels), np.int64)
     host_start = launches.start_ns[np.clip(launch, 0, None)] if found.any() else none
@@ -146,15 +136,26 @@ def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launc
         "op_name": names,
         "op_type": derive_types(names, gpu_op_type),
         "task_type": pa.array(["GPU"] * len(kernels), pa.string()),
-        "stream_id": pa.array(
-            [_stream(s, t) for s, t in zip(streams, trace.take("tid", kernels), strict=True)], pa.int64()
-        ),
+        "stream_id": _streams(trace, kernels),
         "task_start_ns": pa.array(start, pa.int64()),
         "task_dur_ns": pa.array(np.maximum(trace.dur_ns[kernels], 0), pa.int64()),
         "host_launch_start_ns": pa.array(host_start, pa.int64(), mask=~found),
         "host_launch_dur_ns": pa.array(host_dur, pa.int64(), mask=~found),
     }
     return RawOps(cols, np.where(found, host_start, start))
+
+
+def _streams(trace: TraceEvents, kernels: list[int]) -> pa.Array:
+    """args.stream per kernel; the old schema's tid ("stream 7", or a number) where the arg is missing or odd."""
+    stream = trace.nonneg_int_args("stream", kernels)
+    odd = np.flatnonzero((stream < 0) | (stream > _INT32_MAX)).tolist()
+    if not odd:
+        return pa.array(stream, pa.int64())
+    rows = [kernels[j] for j in odd]
+    out: list[int | None] = stream.tolist()
+    for j, s, t in zip(odd, trace.arg_values("stream", rows), trace.take("tid", rows), strict=True):
+        out[j] = _stream(s, t)
+    return pa.array(out, pa.int64())
 
 
 def _stream(value: Any, tid: Any) -> int | None:

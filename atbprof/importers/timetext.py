@@ -102,11 +102,12 @@ def _decimal_ns(text: str) -> int | None:
     return int(value.to_integral_value(rounding=ROUND_HALF_UP))
 
 
-def floats_to_ns(values: list[object]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """JSON numbers (µs, small: durations) -> ns; strings go through `us_to_ns`. Same triple as `us_to_ns`."""
+def floats_to_ns(values: list[object] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """JSON numbers (µs, small: durations) -> ns; strings go through `us_to_ns`. Same triple as `us_to_ns`.
+    NaN counts as missing (JSON has no NaN: the native scanner writes it for an absent value)."""
     n = len(values)
     try:
-        arr = pa.array(values, pa.float64())
+        arr = pa.array(values, pa.float64(), from_pandas=True)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
         texts = [_as_text(v) for v in values]
         return us_to_ns(pa.array(texts, pa.string()))

@@ -80,6 +80,20 @@ class TraceEvents:
         """`dims_texts` of args[key] (framework input shapes) per row."""
         return dims_texts(self.arg_values(key, rows))
 
+    def nonneg_int_args(self, key: str, rows: Sequence[int]) -> np.ndarray:
+        """`int_arg` of args[key] per row as int64; -1 where there is none or it is negative."""
+        values = self.arg_values(key, rows)
+        try:
+            arr = np.array(pa.array(values, pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            ints = [int_arg({"v": v}, "v") for v in values]
+            arr = np.array([v if v is not None and 0 <= v < 2**63 else -1 for v in ints], np.int64)
+        return np.where(arr < 0, -1, arr)
+
+    def texts(self, field: str, rows: Sequence[int]) -> pa.Array:
+        """name / cat of the given rows as text ("" where missing, `str` of a number in a damaged trace)."""
+        return pa.array([text_of(v) for v in self.take(field, rows)], pa.string())
+
     @property
     def timed(self) -> np.ndarray:
         """Events that happen at a time (everything with a ts but metadata)."""

@@ -1,0 +1,969 @@
+/* Native helpers of the importers: a one-pass Kineto scanner (`scan_kineto`, the Python side is kineto_scan.py) and
+the per-thread nesting of framework ops (`nest`, assemble.py). Both have pure-Python twins that give the same results
+(tests/importers/test_native.py); this module is an optional build (pyproject.toml).
+
+scan_kineto: one pass over a Kineto trace's bytes, straight into columns.
+
+Decoding a Kineto trace into Python objects (even msgspec's typed structs) and then reading their fields costs more
+than the rest of the import together: most of the bytes are values no importer needs (call stacks, input types,
+flow events), and the needed ones become columns anyway. This scanner validates the whole document as JSON while
+it reads the few fields the importer uses into C arrays; strings and raw values are interned, so each distinct one
+becomes one Python object at the end. The scan itself runs without the GIL (a diff loads its two inputs at once).
+
+The scanner serves only the plain, well-formed case and says so by returning None otherwise: invalid JSON, a
+document that is not an object with a `traceEvents` array of objects, `ts` that is not a JSON number with at most
+three decimals, pid / tid that are neither integers nor strings, a `ph` that is not a one-character string, ...
+The caller then takes the general path, which reads every valid trace and explains every invalid one.
+*/
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define MAX_DEPTH 512
+
+/* kinds of a value column */
+enum { K_ABSENT = 0, K_INT = 1, K_STR = 2, K_RAW = 3 };
+
+typedef struct {
+    const char *p;
+    const char *end;
+    int depth;
+} Cursor;
+
+/* ---- growable arrays ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    char *data;
+    size_t item, len, cap;
+} Vec;
+
+static int vec_init(Vec *v, size_t item) {
+    v->item = item;
+    v->len = 0;
+    v->cap = 1024;
+    v->data = malloc(item * v->cap);
+    return v->data != NULL;
+}
+
+static int vec_grow(Vec *v, size_t len) {
+    if (len <= v->cap) return 1;
+    size_t cap = v->cap;
+    while (cap < len) cap *= 2;
+    char *d = realloc(v->data, v->item * cap);
+    if (!d) return 0;
+    v->data = d;
+    v->cap = cap;
+    return 1;
+}
+
+/* ---- interning: raw byte span -> code ------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *p;
+    size_t len;
+    uint64_t hash;
+} Span;
+
+typedef struct {
+    Span *spans;     /* code -> span */
+    size_t count, spans_cap;
+    int32_t *slots;  /* open addressing, -1 empty */
+    size_t mask;
+} Interner;
+
+static int interner_init(Interner *t) {
+    t->count = 0;
+    t->spans_cap = 256;
+    t->spans = malloc(sizeof(Span) * t->spans_cap);
+    t->mask = 1023;
+    t->slots = malloc(sizeof(int32_t) * (t->mask + 1));
+    if (!t->spans || !t->slots) return 0;
+    memset(t->slots, 0xff, sizeof(int32_t) * (t->mask + 1));
+    return 1;
+}
+
+static void interner_free(Interner *t) {
+    free(t->spans);
+    free(t->slots);
+}
+
+static uint64_t hash_bytes(const char *p, size_t n) {
+    /* eight bytes per step (names are long: kernel signatures, framework ops) */
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, n);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 29);
+}
+
+static int interner_rehash(Interner *t) {
+    size_t mask = t->mask * 2 + 1;
+    int32_t *slots = malloc(sizeof(int32_t) * (mask + 1));
+    if (!slots) return 0;
+    memset(slots, 0xff, sizeof(int32_t) * (mask + 1));
+    for (size_t c = 0; c < t->count; c++) {
+        size_t s = t->spans[c].hash & mask;
+        while (slots[s] >= 0) s = (s + 1) & mask;
+        slots[s] = (int32_t)c;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->mask = mask;
+    return 1;
+}
+
+/* the code of a span, added if new; -1 on memory failure */
+static int32_t intern(Interner *t, const char *p, size_t len) {
+    uint64_t h = hash_bytes(p, len);
+    size_t s = h & t->mask;
+    for (;;) {
+        int32_t c = t->slots[s];
+        if (c < 0) break;
+        Span *e = &t->spans[c];
+        if (e->hash == h && e->len == len && memcmp(e->p, p, len) == 0) return c;
+        s = (s + 1) & t->mask;
+    }
+    if (t->count >= 0x7fffffff) return -1;
+    if (t->count == t->spans_cap) {
+        Span *d = realloc(t->spans, sizeof(Span) * t->spans_cap * 2);
+        if (!d) return -1;
+        t->spans = d;
+        t->spans_cap *= 2;
+    }
+    int32_t code = (int32_t)t->count++;
+    t->spans[code] = (Span){p, len, h};
+    t->slots[s] = code;
+    if (t->count * 2 > t->mask && !interner_rehash(t)) return -1;
+    return code;
+}
+
+/* ---- JSON lexing ---------------------------------------------------------------------------------------------- */
+
+static inline void skip_ws(Cursor *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) c->p++;
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+#define HAS_ZERO(v) (((v) - ONES) & ~(v) & HIGHS)
+#define HAS_LESS(v, n) (((v) - ONES * (n)) & ~(v) & HIGHS)
+
+static inline int hexval(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* At an opening quote: move past the closing one. *escaped says whether the string held a backslash. The UTF-8 of
+   the bytes is checked by the caller (once, for the whole document). */
+static int lex_string(Cursor *c, const char **body, size_t *len, int *escaped) {
+    const char *p = c->p + 1, *end = c->end;
+    int esc = 0;
+    for (;;) {
+#ifdef __SSE2__
+        /* sixteen bytes at a time: jump to the first '"', '\\' or control character */
+        while (p + 16 <= end) {
+            __m128i v = _mm_loadu_si128((const __m128i *)p);
+            __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\')));
+            hit = _mm_or_si128(hit, _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f)));
+            int mask = _mm_movemask_epi8(hit);
+            if (mask) {
+                p += __builtin_ctz((unsigned)mask);
+                break;
+            }
+            p += 16;
+        }
+#endif
+        while (p + 8 <= end) {  /* eight bytes at a time while none is '"', '\\' or a control character */
+            uint64_t v;
+            memcpy(&v, p, 8);
+            if (HAS_ZERO(v ^ (ONES * '"')) | HAS_ZERO(v ^ (ONES * '\\')) | HAS_LESS(v, 0x20)) break;
+            p += 8;
+        }
+        if (p >= end) return 0;
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"') break;
+        if (ch < 0x20) return 0;
+        if (ch == '\\') {
+            esc = 1;
+            if (p + 1 >= end) return 0;
+            char e = p[1];
+            if (e == 'u') {
+                if (p + 6 > end) return 0;
+                for (int k = 2; k < 6; k++)
+                    if (hexval(p[k]) < 0) return 0;
+                p += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
+                       e == 't') {
+                p += 2;
+            } else {
+                return 0;
+            }
+            continue;
+        }
+        p++;
+    }
+    *body = c->p + 1;
+    *len = (size_t)(p - (c->p + 1));
+    *escaped = esc;
+    c->p = p + 1;
+    return 1;
+}
+
+/* A JSON number: its span, whether it is an integer literal, and its fraction / exponent positions. */
+typedef struct {
+    const char *start;
+    size_t len;
+    int is_int;
+    const char *dot;  /* NULL if none */
+    int has_exp;
+} Number;
+
+static int lex_number(Cursor *c, Number *num) {
+    const char *p = c->p, *end = c->end;
+    num->start = p;
+    num->dot = NULL;
+    num->has_exp = 0;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return 0;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    } else {
+        return 0;
+    }
+    if (p < end && *p == '.') {
+        num->dot = p++;
+        if (p >= end || *p < '0' || *p > '9') return 0;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        num->has_exp = 1;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return 0;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    num->len = (size_t)(p - num->start);
+    num->is_int = num->dot == NULL && !num->has_exp;
+    c->p = p;
+    return 1;
+}
+
+static int lex_literal(Cursor *c, const char *word, size_t n) {
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0) return 0;
+    c->p += n;
+    return 1;
+}
+
+static int skip_value(Cursor *c);
+
+static int skip_container(Cursor *c, char close) {
+    if (++c->depth > MAX_DEPTH) return 0;
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == close) {
+        c->p++;
+        c->depth--;
+        return 1;
+    }
+    for (;;) {
+        if (close == '}') {
+            const char *b;
+            size_t l;
+            int e;
+            if (c->p >= c->end || *c->p != '"' || !lex_string(c, &b, &l, &e)) return 0;
+            skip_ws(c);
+            if (c->p >= c->end || *c->p != ':') return 0;
+            c->p++;
+            skip_ws(c);
+        }
+        if (!skip_value(c)) return 0;
+        skip_ws(c);
+        if (c->p >= c->end) return 0;
+        if (*c->p == ',') {
+            c->p++;
+            skip_ws(c);
+            continue;
+        }
+        if (*c->p == close) {
+            c->p++;
+            c->depth--;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+static int skip_value(Cursor *c) {
+    if (c->p >= c->end) return 0;
+    switch (*c->p) {
+        case '"': {
+            const char *b;
+            size_t l;
+            int e;
+            return lex_string(c, &b, &l, &e);
+        }
+        case '{':
+            return skip_container(c, '}');
+        case '[':
+            return skip_container(c, ']');
+        case 't':
+            return lex_literal(c, "true", 4);
+        case 'f':
+            return lex_literal(c, "false", 5);
+        case 'n':
+            return lex_literal(c, "null", 4);
+        default: {
+            Number n;
+            return lex_number(c, &n);
+        }
+    }
+}
+
+/* ---- the columns ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    Vec kind;  /* uint8 */
+    Vec val;   /* int64: the integer, or the code of the string / raw text */
+} ValueCol;
+
+typedef struct {
+    Interner strings; /* string bodies as written (escapes included) */
+    Interner raws;    /* raw JSON texts */
+    Vec ph;           /* uint8: the phase character */
+    Vec name, cat;    /* int32 string codes, -1 absent / null */
+    ValueCol pid, tid, corr, stream, argname;
+    Vec dims;         /* int32 raw code of args["Input Dims"], -1 absent */
+    Vec ts_ns;        /* int64 */
+    Vec ts_kind;      /* uint8: 0 absent / null, 1 number */
+    Vec dur;          /* double, NaN absent / null */
+    Vec args_kind;    /* uint8: 0 absent, 1 object, 2 anything else */
+    Vec span;         /* int64 pairs: the event's first and past-the-last byte */
+    Vec top;          /* int64 quadruples: key body start, length, value start, length */
+    size_t n;
+} Columns;
+
+static int value_col_init(ValueCol *v) { return vec_init(&v->kind, 1) && vec_init(&v->val, 8); }
+
+static void value_col_free(ValueCol *v) {
+    free(v->kind.data);
+    free(v->val.data);
+}
+
+static int columns_init(Columns *t) {
+    memset(t, 0, sizeof(*t));
+    return interner_init(&t->strings) && interner_init(&t->raws) && vec_init(&t->ph, 1) && vec_init(&t->name, 4) &&
+           vec_init(&t->cat, 4) && value_col_init(&t->pid) && value_col_init(&t->tid) && value_col_init(&t->corr) &&
+           value_col_init(&t->stream) && value_col_init(&t->argname) && vec_init(&t->dims, 4) &&
+           vec_init(&t->ts_ns, 8) && vec_init(&t->ts_kind, 1) && vec_init(&t->dur, 8) && vec_init(&t->args_kind, 1) &&
+           vec_init(&t->span, 8) && vec_init(&t->top, 8);
+}
+
+static void columns_free(Columns *t) {
+    interner_free(&t->strings);
+    interner_free(&t->raws);
+    Vec *vecs[] = {&t->ph, &t->name, &t->cat, &t->dims, &t->ts_ns, &t->ts_kind, &t->dur, &t->args_kind, &t->span,
+                   &t->top};
+    for (size_t i = 0; i < sizeof(vecs) / sizeof(vecs[0]); i++) free(vecs[i]->data);
+    ValueCol *cols[] = {&t->pid, &t->tid, &t->corr, &t->stream, &t->argname};
+    for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) value_col_free(cols[i]);
+}
+
+static int grow_row(Columns *t, size_t n) {
+    return vec_grow(&t->ph, n) && vec_grow(&t->name, n) && vec_grow(&t->cat, n) && vec_grow(&t->pid.kind, n) &&
+           vec_grow(&t->pid.val, n) && vec_grow(&t->tid.kind, n) && vec_grow(&t->tid.val, n) &&
+           vec_grow(&t->corr.kind, n) && vec_grow(&t->corr.val, n) && vec_grow(&t->stream.kind, n) &&
+           vec_grow(&t->stream.val, n) && vec_grow(&t->argname.kind, n) && vec_grow(&t->argname.val, n) &&
+           vec_grow(&t->dims, n) && vec_grow(&t->ts_ns, n) && vec_grow(&t->ts_kind, n) && vec_grow(&t->dur, n) &&
+           vec_grow(&t->args_kind, n) && vec_grow(&t->span, 2 * n);
+}
+
+#define AT(vec, type, i) (((type *)(vec).data)[i])
+
+static int key_is(const char *body, size_t len, const char *word) {
+    size_t n = strlen(word);
+    return len == n && memcmp(body, word, n) == 0;
+}
+
+/* An integer literal that fits int64. */
+static int int_value(const Number *n, int64_t *out) {
+    if (!n->is_int) return 0;
+    const char *p = n->start, *end = n->start + n->len;
+    int neg = *p == '-';
+    if (neg) p++;
+    if (end - p > 18) return 0; /* 18 digits always fit */
+    int64_t v = 0;
+    for (; p < end; p++) v = v * 10 + (*p - '0');
+    *out = neg ? -v : v;
+    return 1;
+}
+
+/* Any value into a value column: integers as themselves, strings by code, the rest by raw code. */
+static int read_value(Columns *t, Cursor *c, ValueCol *col, size_t row) {
+    const char *start = c->p;
+    if (c->p < c->end && *c->p == '"') {
+        const char *b;
+        size_t l;
+        int e;
+        if (!lex_string(c, &b, &l, &e)) return 0;
+        int32_t code = intern(&t->strings, b, l);
+        if (code < 0) return 0;
+        AT(col->kind, uint8_t, row) = K_STR;
+        AT(col->val, int64_t, row) = code;
+        return 1;
+    }
+    if (c->p < c->end && (*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) {
+        Number n;
+        if (!lex_number(c, &n)) return 0;
+        int64_t v;
+        if (int_value(&n, &v)) {
+            AT(col->kind, uint8_t, row) = K_INT;
+            AT(col->val, int64_t, row) = v;
+            return 1;
+        }
+    } else {
+        if (c->p + 4 <= c->end && memcmp(c->p, "null", 4) == 0) {
+            c->p += 4;
+            AT(col->kind, uint8_t, row) = K_ABSENT;
+            return 1;
+        }
+        if (!skip_value(c)) return 0;
+    }
+    int32_t code = intern(&t->raws, start, (size_t)(c->p - start));
+    if (code < 0) return 0;
+    AT(col->kind, uint8_t, row) = K_RAW;
+    AT(col->val, int64_t, row) = code;
+    return 1;
+}
+
+/* A string or null into a code column (-1: null); anything else is not the plain case. */
+static int read_string_code(Columns *t, Cursor *c, int32_t *out) {
+    if (c->p < c->end && *c->p == '"') {
+        const char *b;
+        size_t l;
+        int e;
+        if (!lex_string(c, &b, &l, &e)) return 0;
+        int32_t code = intern(&t->strings, b, l);
+        if (code < 0) return 0;
+        *out = code;
+        return 1;
+    }
+    if (lex_literal(c, "null", 4)) {
+        *out = -1;
+        return 1;
+    }
+    return 0;
+}
+
+/* `ts`: µs with at most three decimals -> exact int64 ns. */
+static int read_ts(Cursor *c, int64_t *ns, uint8_t *kind) {
+    if (lex_literal(c, "null", 4)) {
+        *kind = 0;
+        *ns = 0;
+        return 1;
+    }
+    Number n;
+    if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9')) || !lex_number(c, &n) || n.has_exp)
+        return 0;
+    const char *p = n.start, *end = n.start + n.len, *dot = n.dot ? n.dot : end;
+    int neg = *p == '-';
+    if (neg) p++;
+    if (end - dot - 1 > 3) return 0; /* more decimals than ns: the general path rounds them */
+    uint64_t v = 0;
+    int decimals = 0;
+    for (; p < end; p++) {
+        if (p == dot) continue;
+        if (v > (uint64_t)INT64_MAX / 10) return 0;
+        v = v * 10 + (uint64_t)(*p - '0');
+        if (p > dot) decimals++;
+    }
+    for (; decimals < 3; decimals++) {
+        if (v > (uint64_t)INT64_MAX / 10) return 0;
+        v *= 10;
+    }
+    if (v > (uint64_t)INT64_MAX) return 0;
+    *ns = neg ? -(int64_t)v : (int64_t)v;
+    *kind = 1;
+    return 1;
+}
+
+static int read_dur(Cursor *c, double *out) {
+    if (lex_literal(c, "null", 4)) {
+        *out = NAN;
+        return 1;
+    }
+    Number n;
+    char buf[64];
+    if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9')) || !lex_number(c, &n) ||
+        n.len >= sizeof(buf))
+        return 0;
+    memcpy(buf, n.start, n.len);
+    buf[n.len] = 0;
+    *out = strtod(buf, NULL);
+    return 1;
+}
+
+static int read_pid(Columns *t, Cursor *c, ValueCol *col, size_t row) {
+    if (!read_value(t, c, col, row)) return 0;
+    return AT(col->kind, uint8_t, row) != K_RAW; /* a float, a bool, an object: the general path says so */
+}
+
+static int read_args(Columns *t, Cursor *c, size_t row) {
+    if (c->p >= c->end || *c->p != '{') {
+        AT(t->args_kind, uint8_t, row) = 2;
+        AT(t->corr.kind, uint8_t, row) = AT(t->stream.kind, uint8_t, row) = AT(t->argname.kind, uint8_t, row) = K_ABSENT;
+        AT(t->dims, int32_t, row) = -1;
+        return skip_value(c);
+    }
+    AT(t->args_kind, uint8_t, row) = 1;
+    /* a second args object replaces the first, as in the general path's JSON */
+    AT(t->corr.kind, uint8_t, row) = AT(t->stream.kind, uint8_t, row) = AT(t->argname.kind, uint8_t, row) = K_ABSENT;
+    AT(t->dims, int32_t, row) = -1;
+    if (++c->depth > MAX_DEPTH) return 0;
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        c->depth--;
+        return 1;
+    }
+    for (;;) {
+        const char *key;
+        size_t klen;
+        int esc;
+        if (c->p >= c->end || *c->p != '"' || !lex_string(c, &key, &klen, &esc)) return 0;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return 0;
+        c->p++;
+        skip_ws(c);
+        int ok;
+        if (key_is(key, klen, "correlation")) {
+            ok = read_value(t, c, &t->corr, row);
+        } else if (key_is(key, klen, "stream")) {
+            ok = read_value(t, c, &t->stream, row);
+        } else if (key_is(key, klen, "name")) {
+            ok = read_value(t, c, &t->argname, row);
+        } else if (key_is(key, klen, "Input Dims")) {
+            const char *start = c->p;
+            ok = skip_value(c);
+            if (ok) {
+                int32_t code = intern(&t->raws, start, (size_t)(c->p - start));
+                ok = code >= 0;
+                AT(t->dims, int32_t, row) = code;
+            }
+        } else {
+            ok = skip_value(c);
+        }
+        if (!ok) return 0;
+        skip_ws(c);
+        if (c->p >= c->end) return 0;
+        if (*c->p == ',') {
+            c->p++;
+            skip_ws(c);
+            continue;
+        }
+        if (*c->p == '}') {
+            c->p++;
+            c->depth--;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+static int read_event(Columns *t, Cursor *c, size_t row) {
+    if (!grow_row(t, row + 1)) return 0;
+    AT(t->ph, uint8_t, row) = 0;
+    AT(t->name, int32_t, row) = -1;
+    AT(t->cat, int32_t, row) = -1;
+    ValueCol *cols[] = {&t->pid, &t->tid, &t->corr, &t->stream, &t->argname};
+    for (size_t i = 0; i < 5; i++) AT(cols[i]->kind, uint8_t, row) = K_ABSENT;
+    AT(t->dims, int32_t, row) = -1;
+    AT(t->ts_ns, int64_t, row) = 0;
+    AT(t->ts_kind, uint8_t, row) = 0;
+    AT(t->dur, double, row) = NAN;
+    AT(t->args_kind, uint8_t, row) = 0;
+    if (c->p >= c->end || *c->p != '{') return 0;
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 1;
+    }
+    for (;;) {
+        const char *key;
+        size_t klen;
+        int esc;
+        if (c->p >= c->end || *c->p != '"' || !lex_string(c, &key, &klen, &esc)) return 0;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return 0;
+        c->p++;
+        skip_ws(c);
+        int ok = 0;
+        switch (klen) {
+            case 2:
+                if (key[0] == 'p' && key[1] == 'h') {
+                    const char *b;
+                    size_t l;
+                    int e;
+                    /* one plain character; anything else (null, a number, an escape) is for the general path */
+                    ok = c->p < c->end && *c->p == '"' && lex_string(c, &b, &l, &e) && l == 1 && !e;
+                    if (ok) AT(t->ph, uint8_t, row) = (uint8_t)b[0];
+                } else if (key[0] == 't' && key[1] == 's') {
+                    ok = read_ts(c, &AT(t->ts_ns, int64_t, row), &AT(t->ts_kind, uint8_t, row));
+                } else {
+                    ok = skip_value(c);
+                }
+                break;
+            case 3:
+                if (key_is(key, klen, "pid")) {
+                    ok = read_pid(t, c, &t->pid, row);
+                } else if (key_is(key, klen, "tid")) {
+                    ok = read_pid(t, c, &t->tid, row);
+                } else if (key_is(key, klen, "cat")) {
+                    ok = read_string_code(t, c, &AT(t->cat, int32_t, row));
+                } else if (key_is(key, klen, "dur")) {
+                    ok = read_dur(c, &AT(t->dur, double, row));
+                } else {
+                    ok = skip_value(c);
+                }
+                break;
+            case 4:
+                if (key_is(key, klen, "name")) {
+                    ok = read_string_code(t, c, &AT(t->name, int32_t, row));
+                } else if (key_is(key, klen, "args")) {
+                    ok = read_args(t, c, row);
+                } else {
+                    ok = skip_value(c);
+                }
+                break;
+            default:
+                ok = skip_value(c);
+        }
+        if (!ok) return 0;
+        skip_ws(c);
+        if (c->p >= c->end) return 0;
+        if (*c->p == ',') {
+            c->p++;
+            skip_ws(c);
+            continue;
+        }
+        if (*c->p == '}') {
+            c->p++;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+static int read_events(Columns *t, Cursor *c, const char *data) {
+    if (c->p >= c->end || *c->p != '[') return 0;
+    c->p++;
+    skip_ws(c);
+    size_t row = 0;
+    if (c->p < c->end && *c->p == ']') {
+        c->p++;
+        t->n = 0;
+        return 1;
+    }
+    for (;;) {
+        const char *start = c->p;
+        if (!read_event(t, c, row)) return 0;
+        AT(t->span, int64_t, 2 * row) = (int64_t)(start - data);
+        AT(t->span, int64_t, 2 * row + 1) = (int64_t)(c->p - data);
+        row++;
+        skip_ws(c);
+        if (c->p >= c->end) return 0;
+        if (*c->p == ',') {
+            c->p++;
+            skip_ws(c);
+            continue;
+        }
+        if (*c->p == ']') {
+            c->p++;
+            t->n = row;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+/* The whole document; returns 1 if it is the plain case. */
+static int scan_document(Columns *t, const char *data, size_t size) {
+    Cursor c = {data, data + size, 0};
+    int found = 0;
+    if (size >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0) return 0; /* a BOM: the general path decides */
+    skip_ws(&c);
+    if (c.p >= c.end || *c.p != '{') return 0;
+    c.p++;
+    skip_ws(&c);
+    if (c.p < c.end && *c.p == '}') return 0;
+    for (;;) {
+        const char *key;
+        size_t klen;
+        int esc;
+        if (c.p >= c.end || *c.p != '"' || !lex_string(&c, &key, &klen, &esc)) return 0;
+        skip_ws(&c);
+        if (c.p >= c.end || *c.p != ':') return 0;
+        c.p++;
+        skip_ws(&c);
+        if (key_is(key, klen, "traceEvents")) {
+            if (found) return 0; /* twice: the general path's JSON decides which one counts */
+            found = 1;
+            c.depth = 1;
+            if (!read_events(t, &c, data)) return 0;
+        } else {
+            const char *start = c.p;
+            c.depth = 1;
+            if (!skip_value(&c)) return 0;
+            size_t i = t->top.len;
+            if (!vec_grow(&t->top, i + 4)) return 0;
+            AT(t->top, int64_t, i) = (int64_t)(key - data);
+            AT(t->top, int64_t, i + 1) = (int64_t)klen;
+            AT(t->top, int64_t, i + 2) = (int64_t)(start - data);
+            AT(t->top, int64_t, i + 3) = (int64_t)(c.p - start);
+            t->top.len = i + 4;
+        }
+        skip_ws(&c);
+        if (c.p >= c.end) return 0;
+        if (*c.p == ',') {
+            c.p++;
+            skip_ws(&c);
+            continue;
+        }
+        if (*c.p == '}') {
+            c.p++;
+            break;
+        }
+        return 0;
+    }
+    skip_ws(&c);
+    return found && c.p == c.end;
+}
+
+/* ---- to Python ------------------------------------------------------------------------------------------------ */
+
+static void put_utf8(char **out, uint32_t cp) {
+    char *o = *out;
+    if (cp < 0x80) {
+        *o++ = (char)cp;
+    } else if (cp < 0x800) {
+        *o++ = (char)(0xc0 | (cp >> 6));
+        *o++ = (char)(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+        *o++ = (char)(0xe0 | (cp >> 12));
+        *o++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+        *o++ = (char)(0x80 | (cp & 0x3f));
+    } else {
+        *o++ = (char)(0xf0 | (cp >> 18));
+        *o++ = (char)(0x80 | ((cp >> 12) & 0x3f));
+        *o++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+        *o++ = (char)(0x80 | (cp & 0x3f));
+    }
+    *out = o;
+}
+
+static uint32_t hex4(const char *p) {
+    return (uint32_t)(hexval(p[0]) << 12 | hexval(p[1]) << 8 | hexval(p[2]) << 4 | hexval(p[3]));
+}
+
+/* A string body (validated by lex_string) as a Python str; NULL with an exception for a lone surrogate. */
+static PyObject *unescape(const char *p, size_t len) {
+    if (memchr(p, '\\', len) == NULL) return PyUnicode_DecodeUTF8(p, (Py_ssize_t)len, "strict");
+    char *buf = malloc(len + 1), *o = buf;
+    if (!buf) return PyErr_NoMemory();
+    const char *end = p + len;
+    while (p < end) {
+        if (*p != '\\') {
+            *o++ = *p++;
+            continue;
+        }
+        char e = p[1];
+        p += 2;
+        switch (e) {
+            case 'b': *o++ = '\b'; break;
+            case 'f': *o++ = '\f'; break;
+            case 'n': *o++ = '\n'; break;
+            case 'r': *o++ = '\r'; break;
+            case 't': *o++ = '\t'; break;
+            case 'u': {
+                uint32_t cp = hex4(p);
+                p += 4;
+                if (cp >= 0xd800 && cp < 0xdc00 && end - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+                    uint32_t lo = hex4(p + 2);
+                    if (lo >= 0xdc00 && lo < 0xe000) {
+                        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                        p += 6;
+                    }
+                }
+                if (cp >= 0xd800 && cp < 0xe000) {
+                    free(buf);
+                    PyErr_SetString(PyExc_ValueError, "a lone surrogate");
+                    return NULL;
+                }
+                put_utf8(&o, cp);
+                break;
+            }
+            default: *o++ = e; /* '"', '\\', '/' */
+        }
+    }
+    PyObject *s = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)(o - buf), "strict");
+    free(buf);
+    return s;
+}
+
+static PyObject *bytes_of(const Vec *v, size_t n) { return PyBytes_FromStringAndSize(v->data, (Py_ssize_t)(v->item * n)); }
+
+static PyObject *value_col(const ValueCol *v, size_t n) {
+    return Py_BuildValue("(NN)", bytes_of(&v->kind, n), bytes_of(&v->val, n));
+}
+
+static PyObject *scan(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    Columns t;
+    if (!columns_init(&t)) {
+        columns_free(&t);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    int plain;
+    Py_BEGIN_ALLOW_THREADS
+    plain = scan_document(&t, (const char *)view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL, *strings = NULL, *raws = NULL;
+    if (!plain) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    strings = PyList_New((Py_ssize_t)t.strings.count);
+    raws = PyList_New((Py_ssize_t)t.raws.count);
+    if (!strings || !raws) goto done;
+    for (size_t i = 0; i < t.strings.count; i++) {
+        PyObject *s = unescape(t.strings.spans[i].p, t.strings.spans[i].len);
+        if (!s) { /* a lone surrogate: not the plain case */
+            PyErr_Clear();
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        PyList_SET_ITEM(strings, (Py_ssize_t)i, s);
+    }
+    for (size_t i = 0; i < t.raws.count; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(t.raws.spans[i].p, (Py_ssize_t)t.raws.spans[i].len);
+        if (!b) goto done;
+        PyList_SET_ITEM(raws, (Py_ssize_t)i, b);
+    }
+    size_t n = t.n;
+    result = Py_BuildValue(
+        "{sn sN sN sN sN sN sN sN sN sN sN sN sN sN sN sN sO sO}", "n", (Py_ssize_t)n, "ph", bytes_of(&t.ph, n),
+        "name", bytes_of(&t.name, n), "cat", bytes_of(&t.cat, n), "pid", value_col(&t.pid, n), "tid",
+        value_col(&t.tid, n), "correlation", value_col(&t.corr, n), "stream", value_col(&t.stream, n), "arg_name",
+        value_col(&t.argname, n), "input_dims", bytes_of(&t.dims, n), "ts_ns", bytes_of(&t.ts_ns, n), "ts_kind",
+        bytes_of(&t.ts_kind, n), "dur_us", bytes_of(&t.dur, n), "args_kind", bytes_of(&t.args_kind, n), "span",
+        bytes_of(&t.span, 2 * n), "top", bytes_of(&t.top, t.top.len), "strings", strings, "raws", raws);
+done:
+    Py_XDECREF(strings);
+    Py_XDECREF(raws);
+    columns_free(&t);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- nest: depth and parent of framework ops per thread (assemble._nesting's twin) ---------------------------- */
+
+static int int64_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t n, int writable) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return 0;
+    if (view->itemsize != 8 || view->len != n * 8 || !view->format || (strcmp(view->format, "l") != 0 &&
+        strcmp(view->format, "q") != 0 && strcmp(view->format, "<q") != 0 && strcmp(view->format, "<l") != 0)) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_TypeError, "nest: int64 arrays of equal length expected");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *nest(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6]))
+        return NULL;
+    Py_buffer v[7];
+    Py_ssize_t n = PyObject_Length(objs[0]);
+    if (n < 0) return NULL;
+    int got = 0;
+    for (; got < 7; got++)
+        if (!int64_buffer(objs[got], &v[got], n, got >= 5)) break;
+    if (got < 7) {
+        for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
+        return NULL;
+    }
+    const int64_t *order = v[0].buf, *thread = v[1].buf, *start = v[2].buf, *end = v[3].buf, *index = v[4].buf;
+    int64_t *depth = v[5].buf, *parent = v[6].buf;
+    int64_t *stack_end = malloc(sizeof(int64_t) * (size_t)(n + 1)), *stack_ix = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int bad = !stack_end || !stack_ix;
+    if (!bad) {
+        Py_BEGIN_ALLOW_THREADS
+        Py_ssize_t top = 0;
+        int64_t current = 0;
+        for (Py_ssize_t k = 0; k < n && !bad; k++) {
+            int64_t i = order[k];
+            if (i < 0 || i >= n) {
+                bad = 1;
+                break;
+            }
+            if (k == 0 || thread[i] != current) {
+                current = thread[i];
+                top = 0;
+            }
+            int64_t s = start[i], e = end[i];
+            while (top && (stack_end[top - 1] <= s || stack_end[top - 1] < e)) top--;
+            depth[i] = top;
+            parent[i] = top ? stack_ix[top - 1] : -1;
+            stack_end[top] = e;
+            stack_ix[top] = index[i];
+            top++;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    free(stack_end);
+    free(stack_ix);
+    for (int k = 0; k < 7; k++) PyBuffer_Release(&v[k]);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "nest: an order entry out of range (or no memory)");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"scan_kineto", scan, METH_O,
+     "scan_kineto(data) -> dict of column buffers, or None when the bytes are not a plain, valid Kineto trace."},
+    {"nest", nest, METH_VARARGS,
+     "nest(order, thread, start, end, index, depth_out, parent_out): assemble._nesting in C (int64 arrays)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

@@ -1,0 +1,226 @@
+"""The fastest path for Kineto traces: the native scanner (`_native.c`) reads the fields the importer uses straight
+into columns, and `ScannedEvents` serves them as `TraceEvents` without building a Python object per event.
+
+Like kineto_decode.py (msgspec, the next path when this one declines), it only serves well-formed traces: whenever
+the scanner or this module meets something unexpected it returns None, and the caller tries the next path. Codes:
+strings and raw JSON values are interned by the scanner, so `name`, `cat`, `pid`, ... are int codes into one list
+of distinct values, and columns are built once per distinct value. Event `i` as a dict (for messages) is parsed
+again from its bytes on demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+from atbprof.importers.timetext import floats_to_ns
+from atbprof.importers.trace_events import PHASES, TraceEvents, dims_text, int_arg
+
+from atbprof.importers.native import native
+
+_K_ABSENT, _K_INT, _K_STR, _K_RAW = range(4)  # the scanner's value kinds
+
+
+class _Values:
+    """A value column: per row a kind (absent, int, string code, raw-JSON code) and an int64."""
+
+    def __init__(self, kind: bytes, val: bytes, strings: list[str], raws: list[bytes]) -> None:
+        self.kind = np.frombuffer(kind, np.uint8)
+        self.val = np.frombuffer(val, np.int64)
+        self._strings, self._raws = strings, raws
+
+    def one(self, i: int) -> Any:
+        kind = self.kind[i]
+        if kind == _K_INT:
+            return int(self.val[i])
+        if kind == _K_STR:
+            return self._strings[self.val[i]]
+        if kind == _K_RAW:
+            return orjson.loads(self._raws[self.val[i]])
+        return None
+
+    def many(self, rows: Sequence[int] | np.ndarray) -> list[Any]:
+        rows = np.asarray(rows, np.int64)
+        kind = self.kind[rows]
+        values = self.val[rows].tolist()
+        if (kind == _K_INT).all():
+            return values  # type: ignore[no-any-return]
+        out: list[Any] = [None] * len(values)
+        for j, (k, v) in enumerate(zip(kind.tolist(), values, strict=True)):
+            out[j] = (
+                v if k == _K_INT else self._strings[v] if k == _K_STR else orjson.loads(self._raws[v]) if k else None
+            )
+        return out
+
+    def nonneg_ints(self, rows: np.ndarray) -> np.ndarray:
+        """int_arg of each value as int64; -1 where there is none or it is negative (or beyond int64)."""
+        kind, val = self.kind[rows], self.val[rows]
+        out = np.where((kind == _K_INT) & (val >= 0), val, -1)
+        for j in np.flatnonzero((kind == _K_STR) | (kind == _K_RAW)).tolist():
+            value = int_arg({"v": self.one(int(rows[j]))}, "v")
+            out[j] = value if value is not None and 0 <= value < 2**63 else -1
+        return out
+
+
+class _Lazy(Sequence[Any]):
+    """A per-event field as a sequence, computed on access."""
+
+    def __init__(self, n: int, get: Any) -> None:
+        self._n, self._get = n, get
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._get(j) for j in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._get(i)
+
+    def __len__(self) -> int:
+        return self._n
+
+
+def scan_kineto(path: Path, data: bytes) -> ScannedEvents | None:
+    """The trace's columns, or None when the next path must read it."""
+    if native is None:  # built without a C compiler: kineto_decode.py serves instead
+        return None
+    if not data.isascii():  # the scanner leaves UTF-8 checks to us: orjson on the general path says where
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    cols = native.scan_kineto(data)
+    if cols is None or cols["n"] == 0:
+        return None
+    ph_codes = np.frombuffer(cols["ph"], np.uint8)
+    if not PHASES.issuperset(map(chr, np.unique(ph_codes).tolist())):
+        return None  # an unknown phase: the general path names the event
+    dur = np.frombuffer(cols["dur_us"], np.float64)
+    dur_ns, has_dur, bad_dur = floats_to_ns(dur)
+    if bad_dur.any():
+        return None
+    try:
+        top = {
+            orjson.loads(b'"' + data[k : k + kl] + b'"'): orjson.loads(data[v : v + vl])
+            for k, kl, v, vl in _quads(cols["top"])
+        }
+    except orjson.JSONDecodeError:
+        return None
+    return ScannedEvents.build(path, data, cols, top, dur_ns, has_dur)
+
+
+def _quads(buf: bytes) -> list[tuple[int, int, int, int]]:
+    flat = np.frombuffer(buf, np.int64).tolist()
+    return [tuple(flat[i : i + 4]) for i in range(0, len(flat), 4)]  # type: ignore[misc]
+
+
+class ScannedEvents(TraceEvents):
+    """TraceEvents over the scanner's columns."""
+
+    codes: dict[str, np.ndarray]
+    strings: list[str]
+    raws: list[bytes]
+    values: dict[str, _Values]
+    ph_codes: np.ndarray
+
+    @classmethod
+    def build(
+        cls, path: Path, data: bytes, cols: dict[str, Any], top: dict[str, Any], dur_ns: np.ndarray, has_dur: np.ndarray
+    ) -> ScannedEvents:
+        n: int = cols["n"]
+        strings: list[str] = cols["strings"]
+        raws: list[bytes] = cols["raws"]
+        span = np.frombuffer(cols["span"], np.int64).reshape(-1, 2)
+        ph_codes = np.frombuffer(cols["ph"], np.uint8)
+        codes = {f: np.frombuffer(cols[f], np.int32) for f in ("name", "cat", "input_dims")}
+        values = {f: _Values(*cols[f], strings, raws) for f in ("pid", "tid", "correlation", "stream", "arg_name")}
+        args_kind = np.frombuffer(cols["args_kind"], np.uint8)
+
+        def event(i: int) -> Any:
+            return orjson.loads(data[span[i, 0] : span[i, 1]])
+
+        def args(i: int) -> Any:
+            return event(i).get("args") if args_kind[i] else None
+
+        def coded(field: str) -> _Lazy:
+            c = codes[field]
+            return _Lazy(n, lambda i: strings[c[i]] if c[i] >= 0 else None)
+
+        self = cls(
+            path,
+            top,
+            _Lazy(n, event),
+            _Lazy(n, lambda i: chr(ph_codes[i])),
+            coded("name"),
+            coded("cat"),
+            _Lazy(n, values["pid"].one),
+            _Lazy(n, values["tid"].one),
+            _Lazy(n, args),
+            np.frombuffer(cols["ts_ns"], np.int64),
+            np.frombuffer(cols["ts_kind"], np.uint8).astype(bool),
+            dur_ns,
+            has_dur,
+        )
+        self.codes, self.strings, self.raws, self.values, self.ph_codes = codes, strings, raws, values, ph_codes
+        return self
+
+    def take(self, field: str, rows: Sequence[int]) -> list[Any]:
+        if field in ("pid", "tid"):
+            return self.values[field].many(rows)
+        return super().take(field, rows)
+
+    def texts(self, field: str, rows: Sequence[int]) -> pa.Array:
+        codes = self.codes[field][np.asarray(rows, np.int64)]
+        return _dictionary([*self.strings, ""]).take(pa.array(np.where(codes < 0, len(self.strings), codes)))
+
+    def text(self, field: str) -> pa.Array:
+        if field not in self._text:
+            if field == "ph":
+                chars = pa.array([chr(c) for c in range(256)], pa.string())
+                self._text[field] = chars.take(pa.array(self.ph_codes))
+            else:
+                codes = self.codes[field]
+                self._text[field] = _dictionary(self.strings).take(pa.array(codes, mask=codes < 0))
+        return self._text[field]
+
+    def where(self, field: str, accepted: Iterable[str]) -> np.ndarray:
+        wanted = set(accepted)
+        if field == "ph":
+            return np.isin(self.ph_codes, [ord(c) for c in wanted if len(c) == 1 and ord(c) < 256])
+        ok = [i for i, s in enumerate(self.strings) if s in wanted]
+        return np.isin(self.codes[field], ok) if ok else np.zeros(self.count, bool)
+
+    def arg_values(self, key: str, rows: Sequence[int]) -> list[Any]:
+        field = {"correlation": "correlation", "stream": "stream", "name": "arg_name"}.get(key)
+        if field is None:
+            return super().arg_values(key, rows)
+        return self.values[field].many(rows)
+
+    def nonneg_int_args(self, key: str, rows: Sequence[int]) -> np.ndarray:
+        if key in ("correlation", "stream"):
+            return self.values[key].nonneg_ints(np.asarray(rows, np.int64))
+        return super().nonneg_int_args(key, rows)
+
+    def arg_dims(self, key: str, rows: Sequence[int]) -> list[str | None] | pa.Array:
+        if key != "Input Dims":
+            return super().arg_dims(key, rows)
+        codes = self.codes["input_dims"][np.asarray(rows, np.int64)]
+        texts: list[str | None] = [None] * len(self.raws)
+        for code in np.unique(codes[codes >= 0]).tolist():  # once per distinct text: shapes repeat across calls
+            texts[code] = _dims(self.raws[code])
+        return pa.array(texts, pa.string()).take(pa.array(codes, mask=codes < 0))
+
+
+def _dictionary(strings: list[str]) -> pa.Array:
+    return pa.array(strings, pa.string())
+
+
+def _dims(raw: bytes) -> str | None:
+    value = orjson.loads(raw)
+    return dims_text(value) if isinstance(value, str | list) else None
