@@ -889,7 +889,7 @@ done:
     return result;
 }
 
-/* ---- nest: depth and parent of framework ops per thread (assemble._nesting's twin) ---------------------------- */
+/* ---- nest: depth and parent of framework ops per thread (assemble.nesting_python's twin) ---------------------------- */
 
 static int int64_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t n, int writable) {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
@@ -960,7 +960,7 @@ static PyMethodDef methods[] = {
     {"scan_kineto", scan, METH_O,
      "scan_kineto(data) -> dict of column buffers, or None when the bytes are not a plain, valid Kineto trace."},
     {"nest", nest, METH_VARARGS,
-     "nest(order, thread, start, end, index, depth_out, parent_out): assemble._nesting in C (int64 arrays)."},
+     "nest(order, thread, start, end, index, depth_out, parent_out): assemble.nesting_python in C (int64 arrays)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -46,7 +46,7 @@ class RawFramework:
     """Framework ops (cpu_op events) in source order, absolute times."""
 
     index: np.ndarray  # event position in the source
-    name: list[str]
+    name: list[str] | pa.Array
     start_ns: np.ndarray
     dur_ns: np.ndarray
     pid: list[object]  # as the source wrote them (int, or str for some Kineto pseudo-processes)
@@ -158,7 +158,7 @@ def _framework_table(fw: RawFramework, steps: RawSteps | None, origin: int) -> p
     rows = np.lexsort((fw.index, -dur, start))
     cols = {
         "index": pa.array(fw.index[rows].astype(np.int64)),
-        "name": pa.array([fw.name[i] for i in rows.tolist()], pa.string()),
+        "name": _names(fw.name, rows),
         "start_ns": pa.array(start[rows] - origin),
         "dur_ns": pa.array(dur[rows]),
         "pid": _ids(fw.pid, rows),
@@ -169,6 +169,12 @@ def _framework_table(fw: RawFramework, steps: RawSteps | None, origin: int) -> p
         "input_shapes": _shapes(fw.input_shapes, rows),
     }
     return pa.Table.from_pydict(cols, schema=FRAMEWORK_SCHEMA)
+
+
+def _names(names: list[str] | pa.Array, rows: np.ndarray) -> pa.Array:
+    if isinstance(names, pa.Array):
+        return names.take(pa.array(rows))
+    return pa.array([names[i] for i in rows.tolist()], pa.string())
 
 
 def _shapes(shapes: list[str | None] | pa.Array, rows: np.ndarray) -> pa.Array:
@@ -234,14 +240,20 @@ def _nesting(
 
     A stack of open ops per thread: an op is the child of the innermost open op that contains it. An op that
     only partly overlaps the open one (rounding artefacts, < 1 µs in real traces) closes it. `native.nest` runs
-    the same loop in C.
+    the loop of `nesting_python` in C.
     """
+    if native is None:
+        return nesting_python(order, thread, start, end, index)
     n = len(order)
-    if native is not None:
-        depth_out, parent_out = np.zeros(n, np.int64), np.zeros(n, np.int64)
-        arrays = (order, thread, start, end, index)
-        native.nest(*(np.ascontiguousarray(a, np.int64) for a in arrays), depth_out, parent_out)
-        return depth_out, parent_out
+    depth, parent = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    native.nest(*(np.ascontiguousarray(a, np.int64) for a in (order, thread, start, end, index)), depth, parent)
+    return depth, parent
+
+
+def nesting_python(
+    order: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray, index: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    n = len(order)
     depth = [0] * n
     parent = [-1] * n
     th, st, en, ix = thread.tolist(), start.tolist(), end.tolist(), index.tolist()

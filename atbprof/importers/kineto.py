@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from atbprof.importers.ascend_json import PROFILER_STEP
 from atbprof.importers.assemble import RawFramework, RawOps, RawSteps
@@ -47,7 +46,7 @@ def read_kineto(
     kernels = np.flatnonzero(complete & trace.where("cat", KERNEL_CATS)).tolist()
     launches = np.flatnonzero(complete & trace.where("cat", LAUNCH_CATS)).tolist()
     is_step = complete & trace.where("cat", STEP_CATS)
-    is_step &= pc.fill_null(pc.starts_with(trace.text("name"), "ProfilerStep#"), False).to_numpy(zero_copy_only=False)
+    is_step &= trace.where_prefix("name", "ProfilerStep#")
     steps: list[tuple[int, int]] = []
     for i in np.flatnonzero(is_step).tolist():
         match = PROFILER_STEP.match(trace.name[i])
@@ -56,16 +55,17 @@ def read_kineto(
         else:
             is_step[i] = False
     cpu_ops = np.flatnonzero(complete & trace.where("cat", CPU_OP_CATS) & ~is_step).tolist()
-    for i in (*kernels, *cpu_ops, *(s for s, _ in steps)):
-        if not (trace.has_ts[i] and trace.has_dur[i]):
-            raise trace.fail(i, "a complete ('X') event needs a 'ts' and a 'dur'")
+    timed_rows = np.array([*kernels, *cpu_ops, *(s for s, _ in steps)], np.int64)
+    untimed = timed_rows[~(trace.has_ts[timed_rows] & trace.has_dur[timed_rows])]
+    if len(untimed):
+        raise trace.fail(int(untimed[0]), "a complete ('X') event needs a 'ts' and a 'dur'")
     ops = _ops(trace, kernels, ts, _launches_by_correlation(trace, launches, ts))
     cpu = (
         None
         if not framework and kernels
         else RawFramework(
             index=np.array(cpu_ops, np.int64),
-            name=trace.texts("name", cpu_ops).to_pylist(),
+            name=trace.texts("name", cpu_ops),
             start_ns=ts[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
             dur_ns=trace.dur_ns[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
             pid=trace.take("pid", cpu_ops),

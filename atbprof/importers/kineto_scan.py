@@ -18,10 +18,9 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
+from atbprof.importers.native import native
 from atbprof.importers.timetext import floats_to_ns
 from atbprof.importers.trace_events import PHASES, TraceEvents, dims_text, int_arg
-
-from atbprof.importers.native import native
 
 _K_ABSENT, _K_INT, _K_STR, _K_RAW = range(4)  # the scanner's value kinds
 
@@ -46,16 +45,23 @@ class _Values:
 
     def many(self, rows: Sequence[int] | np.ndarray) -> list[Any]:
         rows = np.asarray(rows, np.int64)
-        kind = self.kind[rows]
-        values = self.val[rows].tolist()
+        kind, val = self.kind[rows], self.val[rows]
         if (kind == _K_INT).all():
-            return values  # type: ignore[no-any-return]
-        out: list[Any] = [None] * len(values)
-        for j, (k, v) in enumerate(zip(kind.tolist(), values, strict=True)):
-            out[j] = (
-                v if k == _K_INT else self._strings[v] if k == _K_STR else orjson.loads(self._raws[v]) if k else None
-            )
-        return out
+            return val.tolist()
+        out = np.full(len(rows), None, object)
+        for k, lookup in ((_K_INT, None), (_K_STR, self._strings), (_K_RAW, self._raws)):
+            at = kind == k
+            if at.any():
+                if lookup is None:
+                    out[at] = val[at].astype(object)
+                else:
+                    codes = val[at]
+                    distinct = np.unique(codes)
+                    table = np.full(int(distinct[-1]) + 1, None, object)
+                    for c in distinct.tolist():
+                        table[c] = lookup[c] if k == _K_STR else orjson.loads(lookup[c])
+                    out[at] = table[codes]
+        return out.tolist()
 
     def nonneg_ints(self, rows: np.ndarray) -> np.ndarray:
         """int_arg of each value as int64; -1 where there is none or it is negative (or beyond int64)."""
@@ -117,7 +123,7 @@ def scan_kineto(path: Path, data: bytes) -> ScannedEvents | None:
 
 def _quads(buf: bytes) -> list[tuple[int, int, int, int]]:
     flat = np.frombuffer(buf, np.int64).tolist()
-    return [tuple(flat[i : i + 4]) for i in range(0, len(flat), 4)]  # type: ignore[misc]
+    return [tuple(flat[i : i + 4]) for i in range(0, len(flat), 4)]
 
 
 class ScannedEvents(TraceEvents):
@@ -139,7 +145,10 @@ class ScannedEvents(TraceEvents):
         span = np.frombuffer(cols["span"], np.int64).reshape(-1, 2)
         ph_codes = np.frombuffer(cols["ph"], np.uint8)
         codes = {f: np.frombuffer(cols[f], np.int32) for f in ("name", "cat", "input_dims")}
-        values = {f: _Values(*cols[f], strings, raws) for f in ("pid", "tid", "correlation", "stream", "arg_name")}
+        values = {
+            f: _Values(cols[f][0], cols[f][1], strings, raws)
+            for f in ("pid", "tid", "correlation", "stream", "arg_name")
+        }
         args_kind = np.frombuffer(cols["args_kind"], np.uint8)
 
         def event(i: int) -> Any:
@@ -188,6 +197,10 @@ class ScannedEvents(TraceEvents):
                 codes = self.codes[field]
                 self._text[field] = _dictionary(self.strings).take(pa.array(codes, mask=codes < 0))
         return self._text[field]
+
+    def where_prefix(self, field: str, prefix: str) -> np.ndarray:
+        ok = [i for i, s in enumerate(self.strings) if s.startswith(prefix)]
+        return np.isin(self.codes[field], ok) if ok else np.zeros(self.count, bool)
 
     def where(self, field: str, accepted: Iterable[str]) -> np.ndarray:
         wanted = set(accepted)

@@ -53,7 +53,9 @@ class TraceEvents:
 
     path: Path
     top: dict[str, Any] | None  # the enclosing object (Kineto), None for a bare event array (Ascend)
-    events: list[Any]  # the decoded events: dicts (orjson) or structs (kineto_decode.py)
+    events: Sequence[
+        Any
+    ]  # the decoded events: dicts (orjson), structs (kineto_decode.py), parsed on demand (kineto_scan.py)
     ph: Sequence[str]
     name: Sequence[Any]
     cat: Sequence[Any]
@@ -104,6 +106,11 @@ class TraceEvents:
         if field not in self._text:
             self._text[field] = strings(getattr(self, field))
         return self._text[field]
+
+    def where_prefix(self, field: str, prefix: str) -> np.ndarray:
+        """Bool per event: the field is a string starting with `prefix`."""
+        starts = pc.starts_with(self.text(field), prefix)
+        return np.asarray(pc.fill_null(starts, False).to_numpy(zero_copy_only=False), bool)
 
     def where(self, field: str, accepted: Iterable[str]) -> np.ndarray:
         """Bool per event: the field is one of `accepted`."""
