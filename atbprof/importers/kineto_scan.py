@@ -1,4 +1,4 @@
-"""The fastest path for Kineto traces: the native scanner (`_native.c`) reads the fields the importer uses straight
+"""The fastest path for Kineto traces: the native scanner (`native_src/scan.c`) reads the fields the importer uses straight
 into columns, and `ScannedEvents` serves them as `TraceEvents` without building a Python object per event.
 
 Like kineto_decode.py (msgspec, the next path when this one declines), it only serves well-formed traces: whenever

@@ -1,4 +1,4 @@
-"""The optional C helpers (`_native.c`: the Kineto scanner and the framework-op nesting), or None.
+"""The optional C helpers (`native_src/`: the Kineto scanner and the framework-op nesting), or None.
 
 The extension is an optional build (pyproject.toml): without a C compiler atbprof still installs, and the importers
 take their pure-Python paths, which give the same tables (tests/importers/test_native.py) more slowly.

@@ -1,8 +1,4 @@
-/* Native helpers of the importers: a one-pass Kineto scanner (`scan_kineto`, the Python side is kineto_scan.py) and
-the per-thread nesting of framework ops (`nest`, assemble.py). Both have pure-Python twins that give the same results
-(tests/importers/test_native.py); this module is an optional build (pyproject.toml).
-
-scan_kineto: one pass over a Kineto trace's bytes, straight into columns.
+/* scan_kineto: one pass over a Kineto trace's bytes, straight into columns (the Python side is kineto_scan.py).
 
 Decoding a Kineto trace into Python objects (even msgspec's typed structs) and then reading their fields costs more
 than the rest of the import together: most of the bytes are values no importer needs (call stacks, input types,
@@ -17,24 +13,15 @@ The caller then takes the general path, which reads every valid trace and explai
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <math.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
-#define MAX_DEPTH 512
+#include "lex.h"
 
 /* kinds of a value column */
 enum { K_ABSENT = 0, K_INT = 1, K_STR = 2, K_RAW = 3 };
-
-typedef struct {
-    const char *p;
-    const char *end;
-    int depth;
-} Cursor;
 
 /* ---- growable arrays ---------------------------------------------------------------------------------------- */
 
@@ -149,192 +136,6 @@ static int32_t intern(Interner *t, const char *p, size_t len) {
     t->slots[s] = code;
     if (t->count * 2 > t->mask && !interner_rehash(t)) return -1;
     return code;
-}
-
-/* ---- JSON lexing ---------------------------------------------------------------------------------------------- */
-
-static inline void skip_ws(Cursor *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) c->p++;
-}
-
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
-#define HAS_ZERO(v) (((v) - ONES) & ~(v) & HIGHS)
-#define HAS_LESS(v, n) (((v) - ONES * (n)) & ~(v) & HIGHS)
-
-static inline int hexval(char ch) {
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-    return -1;
-}
-
-/* At an opening quote: move past the closing one. *escaped says whether the string held a backslash. The UTF-8 of
-   the bytes is checked by the caller (once, for the whole document). */
-static int lex_string(Cursor *c, const char **body, size_t *len, int *escaped) {
-    const char *p = c->p + 1, *end = c->end;
-    int esc = 0;
-    for (;;) {
-#ifdef __SSE2__
-        /* sixteen bytes at a time: jump to the first '"', '\\' or control character */
-        while (p + 16 <= end) {
-            __m128i v = _mm_loadu_si128((const __m128i *)p);
-            __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\')));
-            hit = _mm_or_si128(hit, _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f)));
-            int mask = _mm_movemask_epi8(hit);
-            if (mask) {
-                p += __builtin_ctz((unsigned)mask);
-                break;
-            }
-            p += 16;
-        }
-#endif
-        while (p + 8 <= end) {  /* eight bytes at a time while none is '"', '\\' or a control character */
-            uint64_t v;
-            memcpy(&v, p, 8);
-            if (HAS_ZERO(v ^ (ONES * '"')) | HAS_ZERO(v ^ (ONES * '\\')) | HAS_LESS(v, 0x20)) break;
-            p += 8;
-        }
-        if (p >= end) return 0;
-        unsigned char ch = (unsigned char)*p;
-        if (ch == '"') break;
-        if (ch < 0x20) return 0;
-        if (ch == '\\') {
-            esc = 1;
-            if (p + 1 >= end) return 0;
-            char e = p[1];
-            if (e == 'u') {
-                if (p + 6 > end) return 0;
-                for (int k = 2; k < 6; k++)
-                    if (hexval(p[k]) < 0) return 0;
-                p += 6;
-            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
-                       e == 't') {
-                p += 2;
-            } else {
-                return 0;
-            }
-            continue;
-        }
-        p++;
-    }
-    *body = c->p + 1;
-    *len = (size_t)(p - (c->p + 1));
-    *escaped = esc;
-    c->p = p + 1;
-    return 1;
-}
-
-/* A JSON number: its span, whether it is an integer literal, and its fraction / exponent positions. */
-typedef struct {
-    const char *start;
-    size_t len;
-    int is_int;
-    const char *dot;  /* NULL if none */
-    int has_exp;
-} Number;
-
-static int lex_number(Cursor *c, Number *num) {
-    const char *p = c->p, *end = c->end;
-    num->start = p;
-    num->dot = NULL;
-    num->has_exp = 0;
-    if (p < end && *p == '-') p++;
-    if (p >= end) return 0;
-    if (*p == '0') {
-        p++;
-    } else if (*p >= '1' && *p <= '9') {
-        while (p < end && *p >= '0' && *p <= '9') p++;
-    } else {
-        return 0;
-    }
-    if (p < end && *p == '.') {
-        num->dot = p++;
-        if (p >= end || *p < '0' || *p > '9') return 0;
-        while (p < end && *p >= '0' && *p <= '9') p++;
-    }
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        num->has_exp = 1;
-        p++;
-        if (p < end && (*p == '+' || *p == '-')) p++;
-        if (p >= end || *p < '0' || *p > '9') return 0;
-        while (p < end && *p >= '0' && *p <= '9') p++;
-    }
-    num->len = (size_t)(p - num->start);
-    num->is_int = num->dot == NULL && !num->has_exp;
-    c->p = p;
-    return 1;
-}
-
-static int lex_literal(Cursor *c, const char *word, size_t n) {
-    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0) return 0;
-    c->p += n;
-    return 1;
-}
-
-static int skip_value(Cursor *c);
-
-static int skip_container(Cursor *c, char close) {
-    if (++c->depth > MAX_DEPTH) return 0;
-    c->p++;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == close) {
-        c->p++;
-        c->depth--;
-        return 1;
-    }
-    for (;;) {
-        if (close == '}') {
-            const char *b;
-            size_t l;
-            int e;
-            if (c->p >= c->end || *c->p != '"' || !lex_string(c, &b, &l, &e)) return 0;
-            skip_ws(c);
-            if (c->p >= c->end || *c->p != ':') return 0;
-            c->p++;
-            skip_ws(c);
-        }
-        if (!skip_value(c)) return 0;
-        skip_ws(c);
-        if (c->p >= c->end) return 0;
-        if (*c->p == ',') {
-            c->p++;
-            skip_ws(c);
-            continue;
-        }
-        if (*c->p == close) {
-            c->p++;
-            c->depth--;
-            return 1;
-        }
-        return 0;
-    }
-}
-
-static int skip_value(Cursor *c) {
-    if (c->p >= c->end) return 0;
-    switch (*c->p) {
-        case '"': {
-            const char *b;
-            size_t l;
-            int e;
-            return lex_string(c, &b, &l, &e);
-        }
-        case '{':
-            return skip_container(c, '}');
-        case '[':
-            return skip_container(c, ']');
-        case 't':
-            return lex_literal(c, "true", 4);
-        case 'f':
-            return lex_literal(c, "false", 5);
-        case 'n':
-            return lex_literal(c, "null", 4);
-        default: {
-            Number n;
-            return lex_number(c, &n);
-        }
-    }
 }
 
 /* ---- the columns ---------------------------------------------------------------------------------------------- */
@@ -835,7 +636,7 @@ static PyObject *value_col(const ValueCol *v, size_t n) {
     return Py_BuildValue("(NN)", bytes_of(&v->kind, n), bytes_of(&v->val, n));
 }
 
-static PyObject *scan(PyObject *self, PyObject *arg) {
+PyObject *scan_kineto(PyObject *self, PyObject *arg) {
     (void)self;
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -889,81 +690,3 @@ done:
     return result;
 }
 
-/* ---- nest: depth and parent of framework ops per thread (assemble.nesting_python's twin) ---------------------------- */
-
-static int int64_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t n, int writable) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
-        return 0;
-    if (view->itemsize != 8 || view->len != n * 8 || !view->format || (strcmp(view->format, "l") != 0 &&
-        strcmp(view->format, "q") != 0 && strcmp(view->format, "<q") != 0 && strcmp(view->format, "<l") != 0)) {
-        PyBuffer_Release(view);
-        PyErr_SetString(PyExc_TypeError, "nest: int64 arrays of equal length expected");
-        return 0;
-    }
-    return 1;
-}
-
-static PyObject *nest(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *objs[7];
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6]))
-        return NULL;
-    Py_buffer v[7];
-    Py_ssize_t n = PyObject_Length(objs[0]);
-    if (n < 0) return NULL;
-    int got = 0;
-    for (; got < 7; got++)
-        if (!int64_buffer(objs[got], &v[got], n, got >= 5)) break;
-    if (got < 7) {
-        for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
-        return NULL;
-    }
-    const int64_t *order = v[0].buf, *thread = v[1].buf, *start = v[2].buf, *end = v[3].buf, *index = v[4].buf;
-    int64_t *depth = v[5].buf, *parent = v[6].buf;
-    int64_t *stack_end = malloc(sizeof(int64_t) * (size_t)(n + 1)), *stack_ix = malloc(sizeof(int64_t) * (size_t)(n + 1));
-    int bad = !stack_end || !stack_ix;
-    if (!bad) {
-        Py_BEGIN_ALLOW_THREADS
-        Py_ssize_t top = 0;
-        int64_t current = 0;
-        for (Py_ssize_t k = 0; k < n && !bad; k++) {
-            int64_t i = order[k];
-            if (i < 0 || i >= n) {
-                bad = 1;
-                break;
-            }
-            if (k == 0 || thread[i] != current) {
-                current = thread[i];
-                top = 0;
-            }
-            int64_t s = start[i], e = end[i];
-            while (top && (stack_end[top - 1] <= s || stack_end[top - 1] < e)) top--;
-            depth[i] = top;
-            parent[i] = top ? stack_ix[top - 1] : -1;
-            stack_end[top] = e;
-            stack_ix[top] = index[i];
-            top++;
-        }
-        Py_END_ALLOW_THREADS
-    }
-    free(stack_end);
-    free(stack_ix);
-    for (int k = 0; k < 7; k++) PyBuffer_Release(&v[k]);
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "nest: an order entry out of range (or no memory)");
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef methods[] = {
-    {"scan_kineto", scan, METH_O,
-     "scan_kineto(data) -> dict of column buffers, or None when the bytes are not a plain, valid Kineto trace."},
-    {"nest", nest, METH_VARARGS,
-     "nest(order, thread, start, end, index, depth_out, parent_out): assemble.nesting_python in C (int64 arrays)."},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods, NULL, NULL, NULL, NULL};
-
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
