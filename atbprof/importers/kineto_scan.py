@@ -1,5 +1,5 @@
-"""The fastest path for Kineto traces: the native scanner (`native_src/scan.c`) reads the fields the importer uses straight
-into columns, and `ScannedEvents` serves them as `TraceEvents` without building a Python object per event.
+"""The fastest path for Kineto traces: the native scanner (`native_src/scan.c`) reads the fields the importer uses
+straight into columns, and `ScannedEvents` serves them as `TraceEvents` without a Python object per event.
 
 Like kineto_decode.py (msgspec, the next path when this one declines), it only serves well-formed traces: whenever
 the scanner or this module meets something unexpected it returns None, and the caller tries the next path. Codes:

@@ -1,4 +1,4 @@
-"""The native helpers (importers/native_src) are built, and give exactly what their pure-Python twins give, or step aside."""
+"""The native helpers (importers/native_src) are built and give what their pure-Python twins give, or step aside."""
 
 from __future__ import annotations
 
