@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 
 .PHONY: venv test lint format bench calibrate examples clean
 
-$(BIN)/atbprof: pyproject.toml
+# the C sources too: the editable install compiles atbprof/importers/native_src into the source tree
+$(BIN)/atbprof: pyproject.toml $(wildcard atbprof/importers/native_src/*)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,torch]'

@@ -140,43 +140,60 @@ static inline int lex_literal(Cursor *c, const char *word, size_t n) {
     return 1;
 }
 
-static inline int skip_value(Cursor *c);
-
-static inline int skip_container(Cursor *c, char close) {
-    if (++c->depth > MAX_DEPTH) return 0;
+/* Containers, one member at a time:
+     int more = enter(c, '}');              at '{' or '[': 1 members follow, 0 empty (consumed), -1 too deep
+     while (more > 0) { member_key(...); <the value>; more = next_member(c, '}'); }
+     more == 0: closed; -1: not valid JSON */
+static inline int enter(Cursor *c, char close) {
+    if (++c->depth > MAX_DEPTH) return -1;
     c->p++;
     skip_ws(c);
     if (c->p < c->end && *c->p == close) {
         c->p++;
         c->depth--;
-        return 1;
-    }
-    for (;;) {
-        if (close == '}') {
-            const char *b;
-            size_t l;
-            int e;
-            if (c->p >= c->end || *c->p != '"' || !lex_string(c, &b, &l, &e)) return 0;
-            skip_ws(c);
-            if (c->p >= c->end || *c->p != ':') return 0;
-            c->p++;
-            skip_ws(c);
-        }
-        if (!skip_value(c)) return 0;
-        skip_ws(c);
-        if (c->p >= c->end) return 0;
-        if (*c->p == ',') {
-            c->p++;
-            skip_ws(c);
-            continue;
-        }
-        if (*c->p == close) {
-            c->p++;
-            c->depth--;
-            return 1;
-        }
         return 0;
     }
+    return 1;
+}
+
+/* `"key" :` of an object member; *key / *len: the key's body as written */
+static inline int member_key(Cursor *c, const char **key, size_t *len) {
+    int escaped;
+    if (c->p >= c->end || *c->p != '"' || !lex_string(c, key, len, &escaped)) return 0;
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != ':') return 0;
+    c->p++;
+    skip_ws(c);
+    return 1;
+}
+
+static inline int next_member(Cursor *c, char close) {
+    skip_ws(c);
+    if (c->p >= c->end) return -1;
+    if (*c->p == ',') {
+        c->p++;
+        skip_ws(c);
+        return 1;
+    }
+    if (*c->p == close) {
+        c->p++;
+        c->depth--;
+        return 0;
+    }
+    return -1;
+}
+
+static inline int skip_value(Cursor *c);
+
+static inline int skip_container(Cursor *c, char close) {
+    int more = enter(c, close);
+    while (more > 0) {
+        const char *key;
+        size_t len;
+        if ((close == '}' && !member_key(c, &key, &len)) || !skip_value(c)) return 0;
+        more = next_member(c, close);
+    }
+    return more == 0;
 }
 
 static inline int skip_value(Cursor *c) {

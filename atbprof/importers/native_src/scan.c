@@ -326,34 +326,31 @@ static int read_pid(Columns *t, Cursor *c, ValueCol *col, size_t row) {
     return AT(col->kind, uint8_t, row) != K_RAW; /* a float, a bool, an object: the general path says so */
 }
 
+static void clear_args(Columns *t, size_t row) {
+    AT(t->corr.kind, uint8_t, row) = AT(t->stream.kind, uint8_t, row) = AT(t->argname.kind, uint8_t, row) = K_ABSENT;
+    AT(t->dims, int32_t, row) = -1;
+}
+
+static int read_dims(Columns *t, Cursor *c, size_t row) {
+    const char *start = c->p;
+    if (!skip_value(c)) return 0;
+    int32_t code = intern(&t->raws, start, (size_t)(c->p - start));
+    AT(t->dims, int32_t, row) = code;
+    return code >= 0;
+}
+
 static int read_args(Columns *t, Cursor *c, size_t row) {
+    clear_args(t, row); /* a second args member replaces the first, as in the general path's JSON */
     if (c->p >= c->end || *c->p != '{') {
         AT(t->args_kind, uint8_t, row) = 2;
-        AT(t->corr.kind, uint8_t, row) = AT(t->stream.kind, uint8_t, row) = AT(t->argname.kind, uint8_t, row) = K_ABSENT;
-        AT(t->dims, int32_t, row) = -1;
         return skip_value(c);
     }
     AT(t->args_kind, uint8_t, row) = 1;
-    /* a second args object replaces the first, as in the general path's JSON */
-    AT(t->corr.kind, uint8_t, row) = AT(t->stream.kind, uint8_t, row) = AT(t->argname.kind, uint8_t, row) = K_ABSENT;
-    AT(t->dims, int32_t, row) = -1;
-    if (++c->depth > MAX_DEPTH) return 0;
-    c->p++;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == '}') {
-        c->p++;
-        c->depth--;
-        return 1;
-    }
-    for (;;) {
+    int more = enter(c, '}');
+    while (more > 0) {
         const char *key;
         size_t klen;
-        int esc;
-        if (c->p >= c->end || *c->p != '"' || !lex_string(c, &key, &klen, &esc)) return 0;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') return 0;
-        c->p++;
-        skip_ws(c);
+        if (!member_key(c, &key, &klen)) return 0;
         int ok;
         if (key_is(key, klen, "correlation")) {
             ok = read_value(t, c, &t->corr, row);
@@ -362,31 +359,36 @@ static int read_args(Columns *t, Cursor *c, size_t row) {
         } else if (key_is(key, klen, "name")) {
             ok = read_value(t, c, &t->argname, row);
         } else if (key_is(key, klen, "Input Dims")) {
-            const char *start = c->p;
-            ok = skip_value(c);
-            if (ok) {
-                int32_t code = intern(&t->raws, start, (size_t)(c->p - start));
-                ok = code >= 0;
-                AT(t->dims, int32_t, row) = code;
-            }
+            ok = read_dims(t, c, row);
         } else {
             ok = skip_value(c);
         }
         if (!ok) return 0;
-        skip_ws(c);
-        if (c->p >= c->end) return 0;
-        if (*c->p == ',') {
-            c->p++;
-            skip_ws(c);
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            c->depth--;
-            return 1;
-        }
-        return 0;
+        more = next_member(c, '}');
     }
+    return more == 0;
+}
+
+/* `ph`: one plain character; anything else (null, a number, an escape) is for the general path */
+static int read_ph(Cursor *c, uint8_t *out) {
+    const char *body;
+    size_t len;
+    int escaped;
+    if (c->p >= c->end || *c->p != '"' || !lex_string(c, &body, &len, &escaped) || len != 1 || escaped) return 0;
+    *out = (uint8_t)body[0];
+    return 1;
+}
+
+static int read_member(Columns *t, Cursor *c, size_t row, const char *key, size_t klen) {
+    if (key_is(key, klen, "ph")) return read_ph(c, &AT(t->ph, uint8_t, row));
+    if (key_is(key, klen, "ts")) return read_ts(c, &AT(t->ts_ns, int64_t, row), &AT(t->ts_kind, uint8_t, row));
+    if (key_is(key, klen, "pid")) return read_pid(t, c, &t->pid, row);
+    if (key_is(key, klen, "tid")) return read_pid(t, c, &t->tid, row);
+    if (key_is(key, klen, "cat")) return read_string_code(t, c, &AT(t->cat, int32_t, row));
+    if (key_is(key, klen, "dur")) return read_dur(c, &AT(t->dur, double, row));
+    if (key_is(key, klen, "name")) return read_string_code(t, c, &AT(t->name, int32_t, row));
+    if (key_is(key, klen, "args")) return read_args(t, c, row);
+    return skip_value(c);
 }
 
 static int read_event(Columns *t, Cursor *c, size_t row) {
@@ -394,116 +396,51 @@ static int read_event(Columns *t, Cursor *c, size_t row) {
     AT(t->ph, uint8_t, row) = 0;
     AT(t->name, int32_t, row) = -1;
     AT(t->cat, int32_t, row) = -1;
-    ValueCol *cols[] = {&t->pid, &t->tid, &t->corr, &t->stream, &t->argname};
-    for (size_t i = 0; i < 5; i++) AT(cols[i]->kind, uint8_t, row) = K_ABSENT;
-    AT(t->dims, int32_t, row) = -1;
+    AT(t->pid.kind, uint8_t, row) = AT(t->tid.kind, uint8_t, row) = K_ABSENT;
+    clear_args(t, row);
     AT(t->ts_ns, int64_t, row) = 0;
     AT(t->ts_kind, uint8_t, row) = 0;
     AT(t->dur, double, row) = NAN;
     AT(t->args_kind, uint8_t, row) = 0;
     if (c->p >= c->end || *c->p != '{') return 0;
-    c->p++;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == '}') {
-        c->p++;
-        return 1;
-    }
-    for (;;) {
+    int more = enter(c, '}');
+    while (more > 0) {
         const char *key;
         size_t klen;
-        int esc;
-        if (c->p >= c->end || *c->p != '"' || !lex_string(c, &key, &klen, &esc)) return 0;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') return 0;
-        c->p++;
-        skip_ws(c);
-        int ok = 0;
-        switch (klen) {
-            case 2:
-                if (key[0] == 'p' && key[1] == 'h') {
-                    const char *b;
-                    size_t l;
-                    int e;
-                    /* one plain character; anything else (null, a number, an escape) is for the general path */
-                    ok = c->p < c->end && *c->p == '"' && lex_string(c, &b, &l, &e) && l == 1 && !e;
-                    if (ok) AT(t->ph, uint8_t, row) = (uint8_t)b[0];
-                } else if (key[0] == 't' && key[1] == 's') {
-                    ok = read_ts(c, &AT(t->ts_ns, int64_t, row), &AT(t->ts_kind, uint8_t, row));
-                } else {
-                    ok = skip_value(c);
-                }
-                break;
-            case 3:
-                if (key_is(key, klen, "pid")) {
-                    ok = read_pid(t, c, &t->pid, row);
-                } else if (key_is(key, klen, "tid")) {
-                    ok = read_pid(t, c, &t->tid, row);
-                } else if (key_is(key, klen, "cat")) {
-                    ok = read_string_code(t, c, &AT(t->cat, int32_t, row));
-                } else if (key_is(key, klen, "dur")) {
-                    ok = read_dur(c, &AT(t->dur, double, row));
-                } else {
-                    ok = skip_value(c);
-                }
-                break;
-            case 4:
-                if (key_is(key, klen, "name")) {
-                    ok = read_string_code(t, c, &AT(t->name, int32_t, row));
-                } else if (key_is(key, klen, "args")) {
-                    ok = read_args(t, c, row);
-                } else {
-                    ok = skip_value(c);
-                }
-                break;
-            default:
-                ok = skip_value(c);
-        }
-        if (!ok) return 0;
-        skip_ws(c);
-        if (c->p >= c->end) return 0;
-        if (*c->p == ',') {
-            c->p++;
-            skip_ws(c);
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            return 1;
-        }
-        return 0;
+        if (!member_key(c, &key, &klen) || !read_member(t, c, row, key, klen)) return 0;
+        more = next_member(c, '}');
     }
+    return more == 0;
 }
 
 static int read_events(Columns *t, Cursor *c, const char *data) {
     if (c->p >= c->end || *c->p != '[') return 0;
-    c->p++;
-    skip_ws(c);
     size_t row = 0;
-    if (c->p < c->end && *c->p == ']') {
-        c->p++;
-        t->n = 0;
-        return 1;
-    }
-    for (;;) {
+    int more = enter(c, ']');
+    while (more > 0) {
         const char *start = c->p;
         if (!read_event(t, c, row)) return 0;
         AT(t->span, int64_t, 2 * row) = (int64_t)(start - data);
         AT(t->span, int64_t, 2 * row + 1) = (int64_t)(c->p - data);
         row++;
-        skip_ws(c);
-        if (c->p >= c->end) return 0;
-        if (*c->p == ',') {
-            c->p++;
-            skip_ws(c);
-            continue;
-        }
-        if (*c->p == ']') {
-            c->p++;
-            t->n = row;
-            return 1;
-        }
-        return 0;
+        more = next_member(c, ']');
     }
+    t->n = row;
+    return more == 0;
+}
+
+/* A top-level member other than traceEvents: its key and value spans, for kineto_scan.py to parse. */
+static int keep_top(Columns *t, Cursor *c, const char *data, const char *key, size_t klen) {
+    const char *start = c->p;
+    if (!skip_value(c)) return 0;
+    size_t i = t->top.len;
+    if (!vec_grow(&t->top, i + 4)) return 0;
+    AT(t->top, int64_t, i) = (int64_t)(key - data);
+    AT(t->top, int64_t, i + 1) = (int64_t)klen;
+    AT(t->top, int64_t, i + 2) = (int64_t)(start - data);
+    AT(t->top, int64_t, i + 3) = (int64_t)(c->p - start);
+    t->top.len = i + 4;
+    return 1;
 }
 
 /* The whole document; returns 1 if it is the plain case. */
@@ -513,50 +450,21 @@ static int scan_document(Columns *t, const char *data, size_t size) {
     if (size >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0) return 0; /* a BOM: the general path decides */
     skip_ws(&c);
     if (c.p >= c.end || *c.p != '{') return 0;
-    c.p++;
-    skip_ws(&c);
-    if (c.p < c.end && *c.p == '}') return 0;
-    for (;;) {
+    int more = enter(&c, '}');
+    while (more > 0) {
         const char *key;
         size_t klen;
-        int esc;
-        if (c.p >= c.end || *c.p != '"' || !lex_string(&c, &key, &klen, &esc)) return 0;
-        skip_ws(&c);
-        if (c.p >= c.end || *c.p != ':') return 0;
-        c.p++;
-        skip_ws(&c);
+        if (!member_key(&c, &key, &klen)) return 0;
         if (key_is(key, klen, "traceEvents")) {
-            if (found) return 0; /* twice: the general path's JSON decides which one counts */
-            found = 1;
-            c.depth = 1;
+            if (found++) return 0; /* twice: the general path's JSON decides which one counts */
             if (!read_events(t, &c, data)) return 0;
-        } else {
-            const char *start = c.p;
-            c.depth = 1;
-            if (!skip_value(&c)) return 0;
-            size_t i = t->top.len;
-            if (!vec_grow(&t->top, i + 4)) return 0;
-            AT(t->top, int64_t, i) = (int64_t)(key - data);
-            AT(t->top, int64_t, i + 1) = (int64_t)klen;
-            AT(t->top, int64_t, i + 2) = (int64_t)(start - data);
-            AT(t->top, int64_t, i + 3) = (int64_t)(c.p - start);
-            t->top.len = i + 4;
+        } else if (!keep_top(t, &c, data, key, klen)) {
+            return 0;
         }
-        skip_ws(&c);
-        if (c.p >= c.end) return 0;
-        if (*c.p == ',') {
-            c.p++;
-            skip_ws(&c);
-            continue;
-        }
-        if (*c.p == '}') {
-            c.p++;
-            break;
-        }
-        return 0;
+        more = next_member(&c, '}');
     }
     skip_ws(&c);
-    return found && c.p == c.end;
+    return more == 0 && found && c.p == c.end;
 }
 
 /* ---- to Python ------------------------------------------------------------------------------------------------ */
