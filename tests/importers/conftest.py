@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import strategies as st
 
 from atbprof.export import ExportResult, ExportTarget
 from tests.conftest import export_cache, run_cache
@@ -18,6 +19,15 @@ LEVEL1 = ASCEND / "msinsight_imagenet_cnn_level1_rank0"
 QWEN = ASCEND / "msinsight_qwen3_0.6b_level2_rank0"
 MSTT = ASCEND / "mstt_advisor_ut"
 OUT = "ASCEND_PROFILER_OUTPUT"
+
+
+def mutate(data: st.DataObject, raw: bytes, alphabet: bytes) -> bytes:
+    """`raw` with 1-4 bytes replaced by bytes drawn from `alphabet` (JSON's structural and number characters...)."""
+    out = bytearray(raw)
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(out) - 1))
+        out[at] = data.draw(st.sampled_from(alphabet))
+    return bytes(out)
 
 
 def shared(path: Path) -> Path:

@@ -15,7 +15,7 @@ from atbprof.importers.base import Profile
 from atbprof.importers.detect import _fast_kineto, _kineto_profile
 from atbprof.importers.kineto_decode import decode_kineto
 from atbprof.importers.trace_events import load_trace
-from tests.importers.conftest import TRACES, shared
+from tests.importers.conftest import TRACES, mutate, shared
 
 KINETO = sorted(p.name for p in TRACES.glob("*.json.gz")) if TRACES.exists() else []
 
@@ -74,11 +74,7 @@ def small_trace() -> bytes:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_mutated_traces_fast_path_agrees_or_steps_aside(small_trace: bytes, data: st.DataObject) -> None:
-    raw = bytearray(small_trace)
-    for _ in range(data.draw(st.integers(1, 4))):
-        at = data.draw(st.integers(0, len(raw) - 1))
-        raw[at] = data.draw(st.sampled_from(b'0123456789.-"[]{},:eE ntx\xff'))
-    mutated = bytes(raw)
+    mutated = mutate(data, small_trace, b'0123456789.-"[]{},:eE ntx\xff')
     path = Path("mutated.json")
     fast = _fast_kineto(path, mutated)
     if fast is None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +17,8 @@ from atbprof.importers.detect import _kineto_profile
 from atbprof.importers.kineto_decode import decode_kineto
 from atbprof.importers.kineto_scan import scan_kineto
 from atbprof.importers.native import native
-from atbprof.importers.trace_events import load_trace
-from tests.importers.conftest import TRACES, shared
-from tests.importers.test_kineto_decode import _same
+from tests.importers.conftest import TRACES, mutate
+from tests.importers.test_kineto_decode import _data, _general, _same
 
 KINETO = sorted(p.name for p in TRACES.glob("*.json.gz")) if TRACES.exists() else []
 
@@ -28,17 +26,6 @@ KINETO = sorted(p.name for p in TRACES.glob("*.json.gz")) if TRACES.exists() els
 def test_the_extension_is_built() -> None:
     # optional in pyproject.toml so that installs never fail; CI has a compiler and must not lose the fast path
     assert native is not None, "atbprof.importers._native was not built: is a C compiler installed?"
-
-
-def _data(name: str) -> bytes:
-    return gzip.decompress(shared(TRACES / name).read_bytes())
-
-
-def _general(path: Path, data: bytes) -> Profile | InputError:
-    try:
-        return _kineto_profile(path, load_trace(path, data))
-    except InputError as err:
-        return err
 
 
 def _scanned(path: Path, data: bytes) -> Profile | InputError | None:
@@ -146,11 +133,7 @@ def small_trace() -> bytes:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_mutated_traces_scanner_agrees_or_steps_aside(small_trace: bytes, data: st.DataObject) -> None:
-    raw = bytearray(small_trace)
-    for _ in range(data.draw(st.integers(1, 4))):
-        at = data.draw(st.integers(0, len(raw) - 1))
-        raw[at] = data.draw(st.sampled_from(b'0123456789.-"[]{},:eE ntx\\u\x01\xff'))
-    mutated = bytes(raw)
+    mutated = mutate(data, small_trace, b'0123456789.-"[]{},:eE ntx\\u\x01\xff')
     path = Path("mutated.json")
     scanned = _scanned(path, mutated)
     if scanned is None:

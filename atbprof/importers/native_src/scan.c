@@ -216,16 +216,22 @@ static int int_value(const Number *n, int64_t *out) {
     return 1;
 }
 
+/* At a string: its code. */
+static int read_string(Columns *t, Cursor *c, int32_t *code) {
+    const char *body;
+    size_t len;
+    int escaped;
+    if (!lex_string(c, &body, &len, &escaped)) return 0;
+    *code = intern(&t->strings, body, len);
+    return *code >= 0;
+}
+
 /* Any value into a value column: integers as themselves, strings by code, the rest by raw code. */
 static int read_value(Columns *t, Cursor *c, ValueCol *col, size_t row) {
     const char *start = c->p;
     if (c->p < c->end && *c->p == '"') {
-        const char *b;
-        size_t l;
-        int e;
-        if (!lex_string(c, &b, &l, &e)) return 0;
-        int32_t code = intern(&t->strings, b, l);
-        if (code < 0) return 0;
+        int32_t code;
+        if (!read_string(t, c, &code)) return 0;
         AT(col->kind, uint8_t, row) = K_STR;
         AT(col->val, int64_t, row) = code;
         return 1;
@@ -256,16 +262,7 @@ static int read_value(Columns *t, Cursor *c, ValueCol *col, size_t row) {
 
 /* A string or null into a code column (-1: null); anything else is not the plain case. */
 static int read_string_code(Columns *t, Cursor *c, int32_t *out) {
-    if (c->p < c->end && *c->p == '"') {
-        const char *b;
-        size_t l;
-        int e;
-        if (!lex_string(c, &b, &l, &e)) return 0;
-        int32_t code = intern(&t->strings, b, l);
-        if (code < 0) return 0;
-        *out = code;
-        return 1;
-    }
+    if (c->p < c->end && *c->p == '"') return read_string(t, c, out);
     if (lex_literal(c, "null", 4)) {
         *out = -1;
         return 1;
