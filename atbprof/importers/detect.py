@@ -8,6 +8,7 @@ Ascend vs Kineto by the process_name metadata inside), CSV by its header line.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from atbprof.errors import InputError
 from atbprof.importers.ascend_dirs import is_ascend_pt, is_msprof_dir, load_ascend_pt, load_msprof_dir
@@ -23,10 +24,13 @@ from atbprof.importers.ours import is_run_dir, load_run
 from atbprof.importers.trace_events import TraceEvents, load_trace
 from atbprof.optable.schema import read_ops
 
-try:  # isal (a dependency) inflates ~1.4x faster than zlib
+try:  # isal (a dependency) inflates ~2x faster than zlib
     from isal import igzip as gzip
+    from isal import isal_zlib as zlib
 except ImportError:  # pragma: no cover
     import gzip  # type: ignore[no-redef]
+    import zlib  # type: ignore[no-redef]
+_INFLATE_ERRORS = (cast("type[Exception]", zlib.error),)  # isal's IsalError is not an OSError
 
 ACCEPTED = """atbprof reads:
   - a run directory of `atbprof run` (ops.parquet, steps.parquet, run.json)
@@ -134,9 +138,17 @@ def _load_file(path: Path, framework: bool = True) -> Profile:
 
 
 def _gunzip(path: Path) -> bytes:
-    try:
-        return gzip.decompress(path.read_bytes())
-    except (EOFError, OSError, ValueError) as err:  # truncated or damaged (BadGzipFile is an OSError)
+    raw = path.read_bytes()
+    try:  # one member, read in one call: half the time of gzip.decompress's member loop
+        inflate = zlib.decompressobj(wbits=31)
+        data = inflate.decompress(raw)
+        if inflate.eof and not inflate.unused_data:
+            return data
+    except _INFLATE_ERRORS:
+        pass
+    try:  # more members, or a problem: gzip.decompress reads the rest or says what is wrong
+        return gzip.decompress(raw)
+    except (EOFError, OSError, ValueError, *_INFLATE_ERRORS) as err:  # BadGzipFile is an OSError
         raise InputError(f"{path}: a damaged or truncated gzip file ({err}); copy or export it again") from None
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from atbprof.errors import InputError
 from atbprof.importers import load_profile
+from atbprof.importers.detect import _gunzip
 from tests.importers.conftest import LEVEL1, MSTT, OUT, QWEN, TRACES, shared
 
 QWEN_CSV = QWEN / OUT / "kernel_details.csv"
@@ -205,6 +206,20 @@ def test_truncated_gzip(tmp_path: Path) -> None:
     path = tmp_path / "trace.json.gz"
     path.write_bytes(data[: len(data) // 2])
     _fails(path, "damaged or truncated gzip")
+
+
+def test_damaged_deflate_stream(tmp_path: Path) -> None:
+    path = tmp_path / "trace.json.gz"
+    path.write_bytes(b"\x1f\x8b\x08\x00" + b"\x00" * 20)  # a gzip header, then an invalid deflate block
+    _fails(path, "damaged or truncated gzip")
+
+
+def test_gzip_with_two_members_is_read_whole(tmp_path: Path) -> None:
+    text = shared(TRACES / "hta_triton_example.json.gz").read_bytes()
+    whole = gzip.decompress(text)
+    path = tmp_path / "trace.json.gz"
+    path.write_bytes(gzip.compress(whole[:1000]) + gzip.compress(whole[1000:]))
+    assert _gunzip(path) == whole
 
 
 def test_gzip_of_garbage(tmp_path: Path) -> None:
