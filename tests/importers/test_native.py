@@ -116,6 +116,8 @@ def test_scanner_edge_cases_agree_with_the_general_path(data: bytes) -> None:
         b'{"traceEvents": [{"ph": "X", "a": tru}]}',
         b'{"traceEvents": [{"ph": "X",}]}',
         '{"traceEvents": [{"ph": "X", "name": "\xe9"}]}'.encode("latin-1"),  # not UTF-8
+        b'{"traceEvents": [{"ph": "X", "args": {"x": 1e400}}]}',  # beyond double: orjson refuses it
+        b'{"traceEvents": [{"ph": "X", "args": {"x": -' + b"9" * 400 + b"}}]}",
         b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 600 + b"]" * 600 + b"}]}",  # too deep
     ],
 )
@@ -144,6 +146,25 @@ def test_mutated_traces_scanner_agrees_or_steps_aside(small_trace: bytes, data: 
         return
     assert isinstance(general, Profile), f"the scanner accepted what the general path rejects: {general}"
     _same(scanned, general)
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=st.data())
+def test_what_the_scanner_accepts_is_json(data: st.DataObject) -> None:
+    """Deletions and insertions too: the scanner's own JSON checks never let through what orjson refuses."""
+    raw = bytearray(_data("hta_triton_example.json.gz"))
+    for _ in range(data.draw(st.integers(1, 5))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        edit = data.draw(st.sampled_from(["replace", "delete", "insert"]))
+        chunk = data.draw(st.binary(min_size=1, max_size=4).filter(bytes.isascii))
+        if edit == "replace":
+            raw[at : at + len(chunk)] = chunk
+        elif edit == "delete":
+            del raw[at : at + len(chunk)]
+        else:
+            raw[at:at] = chunk
+    if native is not None and native.scan_kineto(bytes(raw)) is not None:
+        orjson.loads(bytes(raw))  # raises if the scanner accepted invalid JSON
 
 
 @settings(max_examples=200, deadline=None)

@@ -6,7 +6,9 @@ the whole document. Shared by scan.c only, as static inline functions.
 #ifndef ATBPROF_LEX_H
 #define ATBPROF_LEX_H
 
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -102,6 +104,16 @@ typedef struct {
     int has_exp;
 } Number;
 
+static inline int finite_number(const char *text, size_t len) {
+    char small[64], *buf = len < sizeof(small) ? small : malloc(len + 1);
+    if (!buf) return 0;
+    memcpy(buf, text, len);
+    buf[len] = 0;
+    int finite = isfinite(strtod(buf, NULL));
+    if (buf != small) free(buf);
+    return finite;
+}
+
 static inline int lex_number(Cursor *c, Number *num) {
     const char *p = c->p, *end = c->end;
     num->start = p;
@@ -131,7 +143,8 @@ static inline int lex_number(Cursor *c, Number *num) {
     num->len = (size_t)(p - num->start);
     num->is_int = num->dot == NULL && !num->has_exp;
     c->p = p;
-    return 1;
+    /* orjson refuses numbers beyond double (1e400, 400 digits): so does the scanner, to accept only what it does */
+    return (!num->has_exp && num->len < 300) || finite_number(num->start, num->len);
 }
 
 static inline int lex_literal(Cursor *c, const char *word, size_t n) {
