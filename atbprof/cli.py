@@ -360,8 +360,9 @@ def _guard(body: object, verbose: bool) -> None:
 
 
 def main() -> None:
-    from atbprof.startup import skip_pyarrow_pandas_probe
+    from atbprof.startup import fewer_collections, skip_pyarrow_pandas_probe
 
+    fewer_collections()
     skip_pyarrow_pandas_probe()
     app()
 

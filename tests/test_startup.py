@@ -1,4 +1,5 @@
-"""The command line's start-up: pyarrow's pandas probe is answered without importing pandas (~0.15-0.2 s)."""
+"""The command line's start-up: pyarrow's pandas probe is answered without importing pandas (~0.15-0.2 s), analyze
+of a profile that is not a run of ours does not import pyarrow.parquet, and the garbage collector runs less often."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 _PROBE = (
     "import atexit, sys\n"
     "atexit.register(lambda: print('pandas loaded' if 'pandas' in sys.modules else 'no pandas', file=sys.stderr))\n"
+    "atexit.register(lambda: print('pyarrow.parquet loaded' * ('pyarrow.parquet' in sys.modules), file=sys.stderr))\n"
+    "atexit.register(lambda: print('gc', __import__('gc').get_threshold(), file=sys.stderr))\n"
     "sys.argv = ['atbprof', *sys.argv[1:]]\n"
     "from atbprof.cli import main\n"
     "main()\n"
@@ -33,6 +36,8 @@ def test_analyze_runs_without_importing_pandas() -> None:
         check=True,
     )
     assert out.stderr.strip().endswith("no pandas")
+    assert "pyarrow.parquet loaded" not in out.stderr  # only runs of ours (ops.parquet) need it
+    assert "gc (200000, 30, 30)" in out.stderr
     report = json.loads(out.stdout)
     assert sum(f["count"] for f in report["findings"] if f["kind"] == "add_norm") == 54
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from atbprof.errors import InputError
@@ -141,6 +140,8 @@ def load_numerics(run_dir: str | Path) -> NumericsReport | None:
         return None
     ops = run_dir / "ops.parquet"
     if ops.exists():
+        import pyarrow.parquet as pq  # here: analyze of other formats never needs it (start-up time)
+
         meta = pq.read_schema(ops).metadata or {}
         if PARQUET_KEY in meta:
             try:
