@@ -186,7 +186,8 @@ class ScannedEvents(TraceEvents):
 
     def texts(self, field: str, rows: Sequence[int]) -> pa.Array:
         codes = self.codes[field][np.asarray(rows, np.int64)]
-        return _dictionary([*self.strings, ""]).take(pa.array(np.where(codes < 0, len(self.strings), codes)))
+        names = pa.array([*self.strings, ""], pa.string())  # "" for a missing name, as text_of gives
+        return names.take(pa.array(np.where(codes < 0, len(self.strings), codes)))
 
     def text(self, field: str) -> pa.Array:
         if field not in self._text:
@@ -195,7 +196,7 @@ class ScannedEvents(TraceEvents):
                 self._text[field] = chars.take(pa.array(self.ph_codes))
             else:
                 codes = self.codes[field]
-                self._text[field] = _dictionary(self.strings).take(pa.array(codes, mask=codes < 0))
+                self._text[field] = pa.array(self.strings, pa.string()).take(pa.array(codes, mask=codes < 0))
         return self._text[field]
 
     def where_prefix(self, field: str, prefix: str) -> np.ndarray:
@@ -228,10 +229,6 @@ class ScannedEvents(TraceEvents):
         for code in np.unique(codes[codes >= 0]).tolist():  # once per distinct text: shapes repeat across calls
             texts[code] = _dims(self.raws[code])
         return pa.array(texts, pa.string()).take(pa.array(codes, mask=codes < 0))
-
-
-def _dictionary(strings: list[str]) -> pa.Array:
-    return pa.array(strings, pa.string())
 
 
 def _dims(raw: bytes) -> str | None:
