@@ -17,7 +17,7 @@ from atbprof.importers.detect import _kineto_profile
 from atbprof.importers.kineto_decode import decode_kineto
 from atbprof.importers.kineto_scan import scan_kineto
 from atbprof.importers.native import native
-from tests.importers.conftest import TRACES, mutate
+from tests.importers.conftest import TRACES, mutate, shared
 from tests.importers.test_kineto_decode import _data, _general, _same
 
 KINETO = sorted(p.name for p in TRACES.glob("*.json.gz")) if TRACES.exists() else []
@@ -188,3 +188,20 @@ def test_native_nesting_refuses_bad_arrays() -> None:
         native.nest(np.array([5], np.int64), one, one, one, one, np.zeros(1, np.int64), np.zeros(1, np.int64))
     with pytest.raises(TypeError, match="int64"):
         native.nest(np.zeros(1, np.int32), one, one, one, one, np.zeros(1, np.int64), np.zeros(1, np.int64))
+
+
+def test_without_the_extension_the_python_paths_give_the_same_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a machine without a C compiler runs: kineto_decode.py and nesting_python."""
+    from atbprof.importers import assemble, kineto_scan
+    from atbprof.importers.detect import load_profile
+
+    path = TRACES / "hta_trace_diff_control.json.gz"
+    with_native = load_profile(shared(path))
+    monkeypatch.setattr(kineto_scan, "native", None)
+    monkeypatch.setattr(assemble, "native", None)
+    assert scan_kineto(path, _data(path.name)) is None
+    without = load_profile(shared(path))
+    _same(with_native, without)
+    assert with_native.framework is not None and with_native.framework.column("depth").to_pylist().count(0) < len(
+        with_native.framework
+    )  # the trace nests: the comparison covered parents and depths
