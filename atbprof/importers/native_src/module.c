@@ -1,8 +1,8 @@
 /* atbprof.importers._native: the native helpers of the importers, each with a pure-Python twin that gives the same
 results (tests/importers/test_native.py). An optional build (pyproject.toml); atbprof/importers/native.py loads it.
 
-  scan_kineto (scan.c, lex.h)  a Kineto trace's bytes -> columns, without a Python object per event
-  nest (nest.c)                per-thread nesting of framework ops
+  scan_kineto (scan.c, lex.h, intern.h)  a Kineto trace's bytes -> columns, without a Python object per event
+  nest (nest.c)                          per-thread nesting of framework ops
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
