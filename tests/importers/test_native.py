@@ -109,6 +109,8 @@ def test_scanner_edge_cases_agree_with_the_general_path(data: bytes) -> None:
         b'{"traceEvents": [{"ph": "X", "name": "a\x01b"}]}',  # a control character in a string
         b'{"traceEvents": [{"ph": "X", "name": "\\x"}]}',  # a bad escape
         b'{"traceEvents": [{"ph": "X"}], "traceEvents": []}',  # twice
+        b'{"traceEvents": [{"ph": "X", "n\\u0061me": "k"}]}',  # a key spelled with an escape
+        b'{"traceEvents": [{"ph": "X", "args": {"str\\u0065am": 7}}]}',
         b'{"traceEvents": [1, 2]}',
         b'{"traceEvents": {}}',
         b'{"traceEvents": [{"ph": "X", "ts": 01}]}',  # not JSON numbers

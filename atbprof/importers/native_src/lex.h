@@ -169,10 +169,9 @@ static inline int enter(Cursor *c, char close) {
     return 1;
 }
 
-/* `"key" :` of an object member; *key / *len: the key's body as written */
-static inline int member_key(Cursor *c, const char **key, size_t *len) {
-    int escaped;
-    if (c->p >= c->end || *c->p != '"' || !lex_string(c, key, len, &escaped)) return 0;
+/* `"key" :` of an object member; *key / *len: the key's body as written, *escaped: it holds a backslash */
+static inline int member_key(Cursor *c, const char **key, size_t *len, int *escaped) {
+    if (c->p >= c->end || *c->p != '"' || !lex_string(c, key, len, escaped)) return 0;
     skip_ws(c);
     if (c->p >= c->end || *c->p != ':') return 0;
     c->p++;
@@ -203,7 +202,8 @@ static inline int skip_container(Cursor *c, char close) {
     while (more > 0) {
         const char *key;
         size_t len;
-        if ((close == '}' && !member_key(c, &key, &len)) || !skip_value(c)) return 0;
+        int escaped;
+        if ((close == '}' && !member_key(c, &key, &len, &escaped)) || !skip_value(c)) return 0;
         more = next_member(c, close);
     }
     return more == 0;

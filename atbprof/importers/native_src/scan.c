@@ -209,8 +209,15 @@ static int read_pid(Columns *t, Cursor *c, ValueCol *col, size_t row) {
     return AT(col->kind, uint8_t, row) != K_RAW; /* a float, a bool, an object: the general path says so */
 }
 
+static void clear_value(ValueCol *col, size_t row) {
+    AT(col->kind, uint8_t, row) = K_ABSENT;
+    AT(col->val, int64_t, row) = 0; /* never read, but every byte handed to Python is defined */
+}
+
 static void clear_args(Columns *t, size_t row) {
-    AT(t->corr.kind, uint8_t, row) = AT(t->stream.kind, uint8_t, row) = AT(t->argname.kind, uint8_t, row) = K_ABSENT;
+    clear_value(&t->corr, row);
+    clear_value(&t->stream, row);
+    clear_value(&t->argname, row);
     AT(t->dims, int32_t, row) = -1;
 }
 
@@ -233,7 +240,9 @@ static int read_args(Columns *t, Cursor *c, size_t row) {
     while (more > 0) {
         const char *key;
         size_t klen;
-        if (!member_key(c, &key, &klen)) return 0;
+        int escaped;
+        /* a key spelled with escapes ("n\u0061me") is for the general path, which decodes it */
+        if (!member_key(c, &key, &klen, &escaped) || escaped) return 0;
         int ok;
         if (key_is(key, klen, "correlation")) {
             ok = read_value(t, c, &t->corr, row);
@@ -279,7 +288,8 @@ static int read_event(Columns *t, Cursor *c, size_t row) {
     AT(t->ph, uint8_t, row) = 0;
     AT(t->name, int32_t, row) = -1;
     AT(t->cat, int32_t, row) = -1;
-    AT(t->pid.kind, uint8_t, row) = AT(t->tid.kind, uint8_t, row) = K_ABSENT;
+    clear_value(&t->pid, row);
+    clear_value(&t->tid, row);
     clear_args(t, row);
     AT(t->ts_ns, int64_t, row) = 0;
     AT(t->ts_kind, uint8_t, row) = 0;
@@ -290,7 +300,8 @@ static int read_event(Columns *t, Cursor *c, size_t row) {
     while (more > 0) {
         const char *key;
         size_t klen;
-        if (!member_key(c, &key, &klen) || !read_member(t, c, row, key, klen)) return 0;
+        int escaped;
+        if (!member_key(c, &key, &klen, &escaped) || escaped || !read_member(t, c, row, key, klen)) return 0;
         more = next_member(c, '}');
     }
     return more == 0;
@@ -337,7 +348,8 @@ static int scan_document(Columns *t, const char *data, size_t size) {
     while (more > 0) {
         const char *key;
         size_t klen;
-        if (!member_key(&c, &key, &klen)) return 0;
+        int escaped;
+        if (!member_key(&c, &key, &klen, &escaped) || escaped) return 0;
         if (key_is(key, klen, "traceEvents")) {
             if (found++) return 0; /* twice: the general path's JSON decides which one counts */
             if (!read_events(t, &c, data)) return 0;
