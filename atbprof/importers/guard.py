@@ -11,7 +11,7 @@ from typing import TypeVar
 import pyarrow as pa
 
 from atbprof.errors import InputError
-from atbprof.importers.trace_events import gc_paused
+from atbprof.gc_pause import gc_paused
 
 T = TypeVar("T")
 _UNEXPECTED = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, pa.ArrowException)

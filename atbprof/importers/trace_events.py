@@ -12,10 +12,8 @@ Ascend already writes `ts` as a string.
 
 from __future__ import annotations
 
-import gc
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.errors import InputError
+from atbprof.gc_pause import gc_paused
 from atbprof.importers.timetext import floats_to_ns, us_to_ns
 
 PHASES = frozenset("BEXiICbneSTpFstfPNODMVvRc()")
@@ -34,17 +33,6 @@ Metadata, Memory dump, Mark, Context)."""
 _NUMERIC_TS = re.compile(rb'("ts"\s*:\s*)(-?[0-9][0-9.eE+-]*)')
 _NUMERIC_TS_TEXT = re.compile(rb'"ts"\s*:\s*(-?[0-9][0-9.eE+-]*)')
 _KEY_TYPES = (int, str, type(None))  # pid / tid as Chrome traces write them (Kineto: "Spans", "stream 7")
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @dataclass

@@ -9,10 +9,7 @@ Anything else that is not a readable trace raises `InputError` naming the file a
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +18,7 @@ import orjson
 from isal import igzip
 
 from atbprof.errors import InputError
+from atbprof.gc_pause import gc_paused
 
 RUN_TRACE_NAMES = ("trace.json.gz", "trace.json")
 """What `atbprof run` writes; a run directory given as the trace resolves to the first that exists."""
@@ -38,17 +36,6 @@ class LoadedTrace:
     """Leniencies Perfetto shares that this file needed: `array_not_closed`, `trailing_comma`."""
     display_time_unit: str | None = None
     has_system_trace: bool = False
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def resolve_trace_path(path: Path) -> Path:

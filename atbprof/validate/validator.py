@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from atbprof.gc_pause import gc_paused
 from atbprof.validate import flows as flowmod
 from atbprof.validate.columns import MISSING_VALUE, EventTable, build_table
-from atbprof.validate.load import LoadedTrace, gc_paused, load_trace
+from atbprof.validate.load import LoadedTrace, load_trace
 from atbprof.validate.nesting import PH_B, PH_E, PH_INSTANT, PH_X, SweepResult, sort_key, sweep
 from atbprof.validate.report import TraceSummary, ValidationReport
 from atbprof.validate.rules import (
