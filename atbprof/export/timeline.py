@@ -14,6 +14,7 @@ Each op row's events are joined into one text per row (in row order), so the byt
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Literal, TypeAlias, Union
 
@@ -97,6 +98,19 @@ class BusyTracker:
     @property
     def open(self) -> tuple[int, int] | None:
         return self._intervals.open
+
+    def batches(self, source: RunSource, columns: Sequence[str]) -> Iterator[tuple[pa.RecordBatch, BusyUpdate]]:
+        """The run's op batches, each with what it adds to the busy intervals. At the end the rows read are checked
+        against the ops.parquet footer: a file cut short raises instead of exporting part of the run."""
+        rows = 0
+        for b in source.iter_batches(columns):
+            start = b.column("task_start_ns").to_numpy()
+            yield b, self.feed(start, start + b.column("task_dur_ns").to_numpy())
+            rows += b.num_rows
+        if rows != source.ops_rows:
+            raise InputError(
+                f"{source.ops_path}: read {rows} rows, its footer says {source.ops_rows}; re-create the run"
+            )
 
 
 class TraceWriter:
