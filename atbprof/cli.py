@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -16,7 +17,7 @@ if TYPE_CHECKING:  # rich loads where a command renders with it (`--format json`
     from rich.console import Console
 
 from atbprof import __version__
-from atbprof.errors import AtbprofError, ConfigError
+from atbprof.errors import AtbprofError, ConfigError, Terminated
 
 app = typer.Typer(
     add_completion=False,
@@ -347,9 +348,10 @@ def _guard(body: object, verbose: bool) -> None:
             traceback.print_exc()
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(err.exit_code) from None
-    except KeyboardInterrupt:
-        typer.echo("interrupted; nothing was written", err=True)
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as err:
+        signum = err.signum if isinstance(err, Terminated) else signal.SIGINT
+        typer.echo(f"interrupted ({signal.Signals(signum).name}); nothing was written", err=True)
+        raise typer.Exit(128 + signum) from None
     except (typer.Exit, typer.Abort):
         raise
     except Exception as err:  # an atbprof bug, not a user error
@@ -364,7 +366,13 @@ def main() -> None:
 
     fewer_collections()
     skip_pyarrow_pandas_probe()
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # as Ctrl-C: staged writes remove their temp paths
+        signal.signal(signum, _terminate)
     app()
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
 
 
 if __name__ == "__main__":

@@ -37,3 +37,11 @@ class OutputExistsError(AtbprofError):
     """Refusing to overwrite something the user already has."""
 
     exit_code = 3
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (or SIGHUP) delivered as an exception, so every staged write cleans up as on Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,9 +11,10 @@ import orjson
 
 from atbprof import __version__
 from atbprof.config.models import RunConfig
-from atbprof.errors import AtbprofError, OutputExistsError
+from atbprof.errors import AtbprofError
 from atbprof.numerics.report import NumericsReport
 from atbprof.optable.schema import SCHEMA_VERSION
+from atbprof.outputs import MARKER, check_output_dir, staged_dir
 from atbprof.sim.simulate import Simulation
 from atbprof.sim.summary import LatencySummary, NearMissRow, RunSummary, SummaryBuilder, latency
 from atbprof.writers.background import BackgroundWriter
@@ -123,84 +122,83 @@ def run_simulation(
 ) -> RunResult:
     sim = Simulation(cfg)
     out = out_dir or default_out_dir(cfg)
-    if out.exists() and not force:
-        raise OutputExistsError(f"{out} already exists; pass --force to replace it or --out to write elsewhere")
+    target = check_output_dir(out, "run", force=force)
     numerics = None
     if cfg.numerics.enabled:  # before any file is written: a bad checkpoint stops the run here
         from atbprof.numerics.runner import run_numerics
 
         numerics = run_numerics(sim)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    with staged_dir(target, "run", lambda: check_output_dir(out, "run", force=force)) as tmp:
+        summary, notes = _write_run(sim, numerics, tmp, progress)
+    files = tuple(sorted(p.name for p in target.iterdir() if p.name != MARKER))
+    return RunResult(out, files, summary, cfg, sim.device.name, notes, numerics)
+
+
+def _write_run(
+    sim: Simulation, numerics: NumericsReport | None, tmp: Path, progress: Progress | None
+) -> tuple[RunSummary, tuple[str, ...]]:
+    """Every file of the run into the directory `tmp`."""
+    cfg = sim.cfg
+    meta = TraceMeta(
+        run_name=cfg.name,
+        device_name=sim.device.name,
+        soc_version=sim.device.soc_version,
+        execution_mode=cfg.execution.mode,
+        streams=tuple(sorted({int(s) for pm in sim.phases.values() for s in pm.stream})),
+        **_numerics_meta(numerics),
+    )
+    selection = _trace_selection(sim)
+    traces: list[BackgroundWriter] = []
+    if cfg.output.trace and len(selection.steps):
+        if cfg.output.trace_format in ("chrome", "both"):
+            traces.append(BackgroundWriter(ChromeTraceWriter()))
+        if cfg.output.trace_format in ("perfetto", "both"):
+            traces.append(BackgroundWriter(PerfettoTraceWriter()))
+    writers = [BackgroundWriter(ParquetOpsWriter()), *traces]
+    for w in writers:
+        w.open(tmp, meta)
+    builder = SummaryBuilder()
+    done = 0
     try:
-        meta = TraceMeta(
-            run_name=cfg.name,
-            device_name=sim.device.name,
-            soc_version=sim.device.soc_version,
-            execution_mode=cfg.execution.mode,
-            streams=tuple(sorted({int(s) for pm in sim.phases.values() for s in pm.stream})),
-            **_numerics_meta(numerics),
-        )
-        selection = _trace_selection(sim)
-        traces: list[BackgroundWriter] = []
-        if cfg.output.trace and len(selection.steps):
-            if cfg.output.trace_format in ("chrome", "both"):
-                traces.append(BackgroundWriter(ChromeTraceWriter()))
-            if cfg.output.trace_format in ("perfetto", "both"):
-                traces.append(BackgroundWriter(PerfettoTraceWriter()))
-        writers = [BackgroundWriter(ParquetOpsWriter()), *traces]
-        for w in writers:
-            w.open(tmp, meta)
-        builder = SummaryBuilder()
-        done = 0
-        try:
-            for batch in sim.batches():
-                builder.add(batch)
-                writers[0].write_batch(batch)
-                if traces:
-                    kept = selection.filter(batch)
-                    if kept.num_rows:
-                        for t in traces:
-                            t.write_batch(kept)
-                done += batch.num_rows
-                if progress:
-                    progress(done, sim.total_ops)
-        except BaseException:
-            for w in writers:
-                w.abort()
-            raise
+        for batch in sim.batches():
+            builder.add(batch)
+            writers[0].write_batch(batch)
+            if traces:
+                kept = selection.filter(batch)
+                if kept.num_rows:
+                    for t in traces:
+                        t.write_batch(kept)
+            done += batch.num_rows
+            if progress:
+                progress(done, sim.total_ops)
         steps = sim.steps_table()
         writers[0].close(steps)
         for t in traces:
             t.close(selection.steps_table(steps))
-        summary = builder.finish(steps, cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim))
-        notes = _notes(sim, summary, selection)
-        doc = {
-            "schema_version": SCHEMA_VERSION,
-            "atbprof_version": __version__,
-            "name": cfg.name,
-            "seed": cfg.seed,
-            "config": cfg.model_dump(mode="json", exclude=None if numerics else {"numerics"}),
-            "model": sim.dims.__dict__,
-            "device": sim.device.model_dump(mode="json"),
-            "fusion_rules": [r.name for r in sim.rules],
-            "host_model": sim.host.__dict__,
-            "weights_format": "nz" if sim.weights_nz else "nd",
-            "notes": list(notes),
-            "summary": summary.model_dump(mode="json"),
-        }
-        if numerics is not None:
-            doc["numerics"] = numerics.model_dump(mode="json")
-        (tmp / "run.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
-        tmp.chmod(0o755)  # mkdtemp makes it private; a run directory is an ordinary directory
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for w in writers:
+            w.abort()
         raise
-    files = tuple(sorted(p.name for p in out.iterdir()))
-    return RunResult(out, files, summary, cfg, sim.device.name, notes, numerics)
+    summary = builder.finish(steps, cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim))
+    notes = _notes(sim, summary, selection)
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "atbprof_version": __version__,
+        "name": cfg.name,
+        "seed": cfg.seed,
+        "config": cfg.model_dump(mode="json", exclude=None if numerics else {"numerics"}),
+        "model": sim.dims.__dict__,
+        "device": sim.device.model_dump(mode="json"),
+        "fusion_rules": [r.name for r in sim.rules],
+        "host_model": sim.host.__dict__,
+        "weights_format": "nz" if sim.weights_nz else "nd",
+        "notes": list(notes),
+        "summary": summary.model_dump(mode="json"),
+    }
+    if numerics is not None:
+        doc["numerics"] = numerics.model_dump(mode="json")
+    (tmp / "run.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    return summary, notes
 
 
 def _numerics_meta(numerics: NumericsReport | None) -> dict[str, Any]:

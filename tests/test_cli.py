@@ -20,6 +20,7 @@ TINY_HF = FIXTURES / "hf" / "tiny-llama" / "config.json"
 ATB_FILE = FIXTURES / "atb_fusion_config.yaml"
 GOLDEN = ROOT / "tests" / "golden" / "tiny-llama-run.json"
 RUN_FILES = ["ops.parquet", "run.json", "steps.parquet", "trace.json.gz"]
+RUN_LISTING = [".atbprof-output.json", *RUN_FILES]  # with the marker that tells --force the directory is ours
 SUMMARY_KEYS = {
     "ttft_ms",
     "decode_ms_per_token",
@@ -87,7 +88,7 @@ def test_run_writes_the_run_directory_and_prints_the_summary(tmp_path: Path, mon
     result = run_tiny(out)
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
-    assert sorted(p.name for p in out.iterdir()) == RUN_FILES
+    assert sorted(p.name for p in out.iterdir()) == RUN_LISTING
     assert all((out / name).stat().st_size > 0 for name in RUN_FILES)
     text = result.stdout
     assert text.startswith("tiny-llama: ")
@@ -168,11 +169,26 @@ def test_existing_output_is_refused_in_json_mode_too(tmp_path: Path) -> None:
 def test_force_replaces_the_output(tmp_path: Path) -> None:
     out = tmp_path / "r"
     assert run_tiny(out).exit_code == 0
-    (out / "stale.txt").write_text("from an earlier run")
-    result = run_tiny(out, "--force")
+    before = snapshot(out)
+    result = run_tiny(out, "--force", "--set", "workload.decode_tokens=2")
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == RUN_FILES
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+    assert sorted(p.name for p in out.iterdir()) == RUN_LISTING
+    assert snapshot(out)["ops.parquet"] != before["ops.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"], "nothing set aside or staged is left behind"
+
+
+def test_force_keeps_a_file_the_user_added(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    assert run_tiny(out).exit_code == 0
+    (out / "notes.txt").write_text("mine")
+    before = snapshot(out)
+    result = run_tiny(out, "--force")
+    assert result.exit_code == 3
+    assert result.stderr == (
+        f"error: {out} holds files atbprof did not write (notes.txt); --force would delete them: move them out or "
+        "choose another --out\n"
+    )
+    assert snapshot(out) == before
 
 
 # -- options that change the run -----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ def test_same_config_same_bytes(tmp_path: Path) -> None:
     cfg = fixture_config("tiny-llama.yaml", "execution.jitter.kernel_cv=0.1", "seed=3")
     a = _files(run_simulation(cfg, tmp_path / "a").out_dir)
     b = _files(run_simulation(cfg, tmp_path / "b").out_dir)
-    assert a.keys() == {"ops.parquet", "steps.parquet", "run.json", "trace.json.gz"}
+    assert a.keys() == {".atbprof-output.json", "ops.parquet", "steps.parquet", "run.json", "trace.json.gz"}
     assert a == b
 
 

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from atbprof.config.models import KV_REUSE_WITH_PAGED_ATTENTION, RunConfig
+from atbprof.config.yamlio import YamlDoc, parse_yaml, read_yaml
 from atbprof.errors import ConfigError
 
 # seed 002's atb_fusion_config.yaml flags -> atbprof fusion rules (see atbprof/data/fusion_rules.yaml)
@@ -24,40 +24,10 @@ ATB_FLAG_RULES: dict[str, tuple[str, ...]] = {
 ATB_ALWAYS = ("norm_kernel",)  # ATB never runs a decomposed norm chain
 
 
-def _yaml_lines(text: str) -> dict[tuple[str, ...], int]:
-    """Map each key path of a YAML mapping to its 1-based line, for messages."""
-    lines: dict[tuple[str, ...], int] = {}
-
-    def walk(node: yaml.Node, path: tuple[str, ...]) -> None:
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                sub = (*path, str(key.value))
-                lines[sub] = key.start_mark.line + 1
-                walk(value, sub)
-
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:
-        return lines
-    if root is not None:
-        walk(root, ())
-    return lines
-
-
-def _read_yaml(path: Path, hint: str = "pass an existing YAML file to --config") -> tuple[Any, str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file; {hint}") from None
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read ({err.strerror})") from None
-    try:
-        return yaml.safe_load(text), text
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
+def _read_yaml(path: Path, hint: str = "pass an existing YAML file to --config") -> YamlDoc:
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError(f"{path}: no such file; {hint}")
+    return read_yaml(path)
 
 
 def parse_overrides(items: list[str]) -> list[tuple[tuple[str, ...], Any]]:
@@ -68,9 +38,11 @@ def parse_overrides(items: list[str]) -> list[tuple[tuple[str, ...], Any]]:
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set workload.batch_size=32")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
+            value = parse_yaml(raw, f"--set {item}").data if raw.strip() else ""
+        except ConfigError as err:
+            if "not valid YAML" not in str(err):
+                raise
+            value = raw  # not YAML: the text as it is
         parsed.append((tuple(key.strip().split(".")), value))
     return parsed
 
@@ -200,7 +172,8 @@ def _format_error(
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
     path = Path(path)
-    data, text = _read_yaml(path)
+    doc = _read_yaml(path)
+    data = doc.data
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -210,7 +183,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
             f"{path} is an ATB fusion-strategy file (seed 002's atb_fusion_config.yaml), not a run config: "
             f"reference it from a run config as `fusion: {path.name}` (see fixtures/llama2-7b-atb-graph.yaml)"
         )
-    lines = _yaml_lines(text)
+    lines = doc.lines
     base = path.parent
     overridden: dict[tuple[str, ...], str] = {}
     for item, (key, value) in zip(overrides or [], parse_overrides(overrides or []), strict=True):
@@ -224,10 +197,10 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
                 named = f"`fusion: {raw}` in {path}"
                 if ("fusion",) in overridden:
                     named = f"--set {overridden[('fusion',)]}"
-                doc, ftext = _read_yaml(fpath, f"{named} names an ATB fusion config that is not there")
-                if not isinstance(doc, dict):
+                atb = _read_yaml(fpath, f"{named} names an ATB fusion config that is not there")
+                if not isinstance(atb.data, dict):
                     raise ConfigError(f"{fpath}: expected an ATB fusion config (fusion_strategy, memory)")
-                data[section] = translate_atb_fusion_config(doc, str(fpath), _yaml_lines(ftext))
+                data[section] = translate_atb_fusion_config(atb.data, str(fpath), atb.lines)
             else:
                 data[section] = _expand_shorthand(section, raw)
     fusion = data.get("fusion")

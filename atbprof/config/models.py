@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -209,7 +210,18 @@ class NumericsSection(_Section):
 
 
 class RunConfig(_Section):
-    name: str = Field(default="run", pattern=r"^[A-Za-z0-9._-]+$")
+    name: str = Field(default="run", description="names the output directory traces/<name>")
+
+    @field_validator("name")
+    @classmethod
+    def _directory_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}", value):
+            raise ValueError(
+                "use 1-200 letters, digits, '.', '_' or '-', not starting with '.' (the name becomes the output "
+                "directory traces/<name>)"
+            )
+        return value
+
     seed: int = 0
     model: ModelSection
     device: DeviceSection = DeviceSection()

@@ -181,6 +181,10 @@ def diff_paths(
     """Load both inputs, diff them and, with `trace`, write both side by side (aligned per step) as one trace."""
     from atbprof.importers import load_profile
 
+    if trace is not None:  # before any work: a --trace that may not be written stops here
+        from atbprof.outputs import check_output_file
+
+        check_output_file(trace, "diff-trace", force=force, inputs=[base, new])
     # diff compares device kernels (framework ops are read only when a trace has none); the two inputs load side
     # by side (gunzip and the JSON decoders run partly outside the GIL); the base's error wins if both fail
     with ThreadPoolExecutor(max_workers=2) as pool:

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from atbprof.errors import InputError
+from atbprof.errors import InputError, OutputExistsError
 from atbprof.export import ascend_pt, msprof
-from atbprof.export.common import check_out, load_run, staged_dir
+from atbprof.export.common import load_run
+from atbprof.outputs import MARKER, check_output_dir, staged_dir
 
 ExportTarget = Literal["ascend-pt", "msprof"]
 TARGETS: tuple[ExportTarget, ...] = ("ascend-pt", "msprof")
@@ -42,11 +43,13 @@ def export_run(run_dir: Path, to: ExportTarget, out: Path, force: bool = False) 
     source = load_run(Path(run_dir))
     layout = ascend_pt if to == "ascend-pt" else msprof
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"{out} exists and is not a directory; give --out a directory")
     root = out / layout.dir_name(source)
-    check_out(out, root, source.run_dir, force)
-    with staged_dir(root) as tmp:
+    target = check_output_dir(root, "export", force=force, inputs=[source.run_dir])
+    with staged_dir(target, "export", lambda: check_output_dir(root, "export", force=force)) as tmp:
         rows, events = layout.write(source, tmp)
-    files = tuple(sorted(p for p in root.rglob("*") if p.is_file()))
+    files = tuple(sorted(p for p in root.rglob("*") if p.is_file() and p.name != MARKER))
     return ExportResult(to, root, files, rows, source.steps.num_rows, events)
 
 

@@ -9,11 +9,7 @@ never with a Python loop per row: a million-row op table exports in seconds.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,7 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from atbprof.errors import InputError, OutputExistsError
+from atbprof.errors import InputError
+from atbprof.importers.ours import RUN_JSON_MAX_BYTES
+from atbprof.inputs import read_bytes
 from atbprof.optable.schema import STEPS_SCHEMA, ops_metadata, read_steps
 
 EPOCH_BASE_NS = 1_735_689_600_000_000_000
@@ -111,8 +109,8 @@ def load_run(run_dir: Path) -> RunSource:
     steps = read_steps(run_dir / "steps.parquet")
     doc_path = run_dir / "run.json"
     try:
-        doc = orjson.loads(doc_path.read_bytes())
-    except (orjson.JSONDecodeError, OSError) as err:
+        doc = orjson.loads(read_bytes(doc_path, RUN_JSON_MAX_BYTES))
+    except orjson.JSONDecodeError as err:
         raise InputError(f"{doc_path}: not valid JSON ({err}); re-create the run with `atbprof run`") from None
     if not isinstance(doc, dict):
         raise InputError(f"{doc_path}: not a run summary (expected a JSON object); re-create it with `atbprof run`")
@@ -254,39 +252,3 @@ def csv_lines(columns: Sequence[pa.Array]) -> pa.Array:
     for i, col in enumerate(columns):
         pieces += [",", col] if i else [col]
     return join_pieces([*pieces, "\n"])
-
-
-# -- output --------------------------------------------------------------------------------------------------------
-
-
-def check_out(out: Path, final: Path, run_dir: Path, force: bool) -> None:
-    """Refuse to overwrite without force and to write into the run directory (an export never modifies it)."""
-    if out.exists() and not out.is_dir():
-        raise OutputExistsError(f"{out} exists and is not a directory; give --out a directory")
-    if out.resolve().is_relative_to(run_dir.resolve()):
-        raise InputError(
-            f"--out {out} is inside the run directory {run_dir}; exports never modify a run: write elsewhere"
-        )
-    if final.exists() and not force:
-        raise OutputExistsError(f"{final} already exists; pass --force to replace it or --out to write elsewhere")
-
-
-@contextmanager
-def staged_dir(final: Path) -> Iterator[Path]:
-    """A temp directory beside `final`, renamed to it only if the block succeeds (nothing half-written)."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
-    try:
-        yield tmp
-        for d in (tmp, *(p for p in tmp.rglob("*") if p.is_dir())):
-            d.chmod(0o755)  # mkdtemp makes it private; an export is an ordinary directory
-        old = None
-        if final.exists():  # --force: move the old export aside first, so a crash here still leaves one of them
-            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent))
-            os.replace(final, old / final.name)
-        os.replace(tmp, final)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

@@ -29,6 +29,7 @@ from atbprof.importers.base import Profile
 from atbprof.importers.csv_tables import classify, concat_ops, header_of, read_op_table, slice_key
 from atbprof.importers.guard import importer
 from atbprof.importers.trace_events import load_trace
+from atbprof.inputs import read_bytes, read_head
 
 PT_OUTPUT = "ASCEND_PROFILER_OUTPUT"
 MSPROF_OUTPUT = "mindstudio_profiler_output"
@@ -127,8 +128,7 @@ def _read_tables(files: list[Path]) -> tuple[RawOps | None, dict[str, object]]:
     meta: dict[str, object] = {}
     warnings: list[str] = []
     for file in files:
-        with open(file, "rb") as fh:
-            head = fh.read(1 << 16)
+        head = read_head(file, 1 << 16)
         header = header_of(file, head)
         variant = classify(file, header)
         if variant is None:
@@ -149,7 +149,7 @@ def _read_trace(files: list[Path]) -> AscendTrace | None:
         return None
     traces = []
     for file in files:
-        events = load_trace(file, file.read_bytes())
+        events = load_trace(file, read_bytes(file))
         if not is_ascend_trace(events):
             raise InputError(f"{file}: a trace without the Ascend Hardware / CANN layers: not an Ascend timeline")
         traces.append(read_ascend_trace(events))
@@ -191,7 +191,7 @@ def _profiler_info(path: Path) -> dict[str, object]:
     """torch_npu's profiler configuration (level, aic metrics); a damaged file is only a warning."""
     for info in sorted(path.glob("profiler_info*.json")):
         try:
-            doc = orjson.loads(info.read_bytes())
+            doc = orjson.loads(read_bytes(info, 1 << 24))
             experimental = doc["config"]["experimental_config"]
             return {
                 "profiler_level": experimental.get("_profiler_level"),

@@ -27,6 +27,7 @@ from atbprof.errors import InputError
 from atbprof.importers.assemble import RawOps
 from atbprof.importers.optypes import ascend_op_type, derive_types
 from atbprof.importers.timetext import clean_text, us_to_ns
+from atbprof.inputs import read_bytes, regular_file
 from atbprof.optable.schema import MSPROF_COLUMNS
 
 KERNEL_DETAILS = {
@@ -187,6 +188,8 @@ def read_op_table(
 
 
 def _read_csv(path: Path, data: bytes | None, columns: list[str]) -> pa.Table:
+    if data is None:
+        regular_file(path)  # the size cap, before pyarrow materialises the columns
     try:
         return pcsv.read_csv(
             io.BytesIO(data) if data is not None else str(path),
@@ -219,7 +222,7 @@ def _arrow_reason(path: Path, data: bytes | None, message: str) -> str:
             "being written (half-written?): re-export it"
         )
     if "UTF8" in message or "UTF-8" in message:
-        raw = data if data is not None else path.read_bytes()
+        raw = data if data is not None else read_bytes(path)
         for at, raw_line in enumerate(raw.split(b"\n"), start=1):
             try:
                 raw_line.decode("utf-8")
@@ -230,7 +233,7 @@ def _arrow_reason(path: Path, data: bytes | None, message: str) -> str:
 
 
 def _line_of(path: Path, data: bytes | None, text: str) -> int | None:
-    raw = data if data is not None else path.read_bytes()
+    raw = data if data is not None else read_bytes(path)
     at = raw.find(b"\n" + text.encode("utf-8", "replace"))
     return raw.count(b"\n", 0, at + 1) + 1 if at >= 0 else None
 

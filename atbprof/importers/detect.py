@@ -8,7 +8,6 @@ Ascend vs Kineto by the process_name metadata inside), CSV by its header line.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 from atbprof.errors import InputError
 from atbprof.importers.ascend_dirs import is_ascend_pt, is_msprof_dir, load_ascend_pt, load_msprof_dir
@@ -22,15 +21,8 @@ from atbprof.importers.kineto_decode import NotFast, decode_kineto
 from atbprof.importers.kineto_scan import scan_kineto
 from atbprof.importers.ours import is_run_dir, load_run
 from atbprof.importers.trace_events import TraceEvents, load_trace
+from atbprof.inputs import gunzip, read_bytes, read_head
 from atbprof.optable.schema import read_ops
-
-try:  # isal (a dependency) inflates ~2x faster than zlib
-    from isal import igzip as gzip
-    from isal import isal_zlib as zlib
-except ImportError:  # pragma: no cover
-    import gzip  # type: ignore[no-redef]
-    import zlib  # type: ignore[no-redef]
-_INFLATE_ERRORS = (cast("type[Exception]", zlib.error),)  # isal's IsalError is not an OSError
 
 ACCEPTED = """atbprof reads:
   - a run directory of `atbprof run` (ops.parquet, steps.parquet, run.json)
@@ -95,13 +87,12 @@ def _load_dir(path: Path) -> Profile:
 
 def _read_head(path: Path) -> tuple[bytes, bytes | None]:
     """The first bytes (decompressed if gzip) and, for gzip, all of the content."""
-    with open(path, "rb") as fh:
-        head = fh.read(_HEAD)
+    head = read_head(path, _HEAD)
     if not head:
         raise InputError(f"{path}: empty file\n{ACCEPTED}")
     if not head.startswith(_GZIP):
         return head, None
-    data = _gunzip(path)
+    data = gunzip(read_bytes(path), path)
     if not data:
         raise InputError(f"{path}: an empty gzip file")
     return data[:_HEAD], data
@@ -109,7 +100,7 @@ def _read_head(path: Path) -> tuple[bytes, bytes | None]:
 
 def _read_all(path: Path) -> bytes:
     _, data = _read_head(path)
-    return data if data is not None else path.read_bytes()
+    return data if data is not None else read_bytes(path)
 
 
 def _load_file(path: Path, framework: bool = True) -> Profile:
@@ -128,28 +119,13 @@ def _load_file(path: Path, framework: bool = True) -> Profile:
     if b"\x00" in head:
         raise InputError(f"{path}: binary data, not a profile (no CSV or JSON text)\n{ACCEPTED}")
     if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"[", b"{"):
-        data = data if data is not None else path.read_bytes()
+        data = data if data is not None else read_bytes(path)
         fast = _fast_kineto(path, data, framework)
         if fast is not None:
             return fast
         trace = load_trace(path, data)
         return _ascend_profile(path, trace) if is_ascend_trace(trace) else _kineto_profile(path, trace, framework)
     return _load_csv(path, head, data)
-
-
-def _gunzip(path: Path) -> bytes:
-    raw = path.read_bytes()
-    try:  # one member, read in one call: half the time of gzip.decompress's member loop
-        inflate = zlib.decompressobj(wbits=31)
-        data = inflate.decompress(raw)
-        if inflate.eof and not inflate.unused_data:
-            return data
-    except _INFLATE_ERRORS:
-        pass
-    try:  # more members, or a problem: gzip.decompress reads the rest or says what is wrong
-        return gzip.decompress(raw)
-    except (EOFError, OSError, ValueError, *_INFLATE_ERRORS) as err:  # BadGzipFile is an OSError
-        raise InputError(f"{path}: a damaged or truncated gzip file ({err}); copy or export it again") from None
 
 
 def _ascend_profile(path: Path, trace: TraceEvents) -> Profile:

@@ -11,7 +11,10 @@ import pyarrow.compute as pc
 from atbprof.errors import InputError
 from atbprof.importers.base import STEP_FRAMES_SCHEMA, Profile
 from atbprof.importers.guard import importer
+from atbprof.inputs import read_bytes
 from atbprof.optable.schema import read_ops, read_steps
+
+RUN_JSON_MAX_BYTES = 256 << 20  # a run.json is a few KB (a numerics report adds some): anything near this is not one
 
 
 def is_run_dir(path: Path) -> bool:
@@ -25,7 +28,7 @@ def load_run(path: Path) -> Profile:
     meta: dict[str, object] = {}
     if (path / "run.json").exists():
         try:
-            doc = orjson.loads((path / "run.json").read_bytes())
+            doc = orjson.loads(read_bytes(path / "run.json", RUN_JSON_MAX_BYTES))
         except orjson.JSONDecodeError as err:
             raise InputError(
                 f"{path / 'run.json'}: not valid JSON ({err}); re-create the run with `atbprof run`"

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from isal import igzip
 
+from atbprof import inputs
 from atbprof.errors import InputError
 from atbprof.gc_pause import gc_paused
 
@@ -60,24 +60,9 @@ def resolve_trace_path(path: Path) -> Path:
 
 
 def read_bytes(path: Path) -> bytes:
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise InputError(f"{path}: cannot read it ({err.strerror or err}); check the path and its permissions") from err
-    if raw[:2] != _GZIP_MAGIC:
-        return raw
-    try:
-        return igzip.decompress(raw)
-    except EOFError as err:
-        raise InputError(
-            f"{path}: the gzip stream is truncated (the file ends before the end-of-stream marker); the copy is "
-            "incomplete: copy or regenerate the trace (`gzip -t` confirms the damage)"
-        ) from err
-    except Exception as err:  # BadGzipFile (OSError), zlib.error, or isal's own IsalError: all "corrupt"
-        raise InputError(
-            f"{path}: corrupt gzip data ({err}); the file is damaged: copy or regenerate the trace "
-            "(`gzip -t` confirms the damage)"
-        ) from err
+    """The trace's bytes, inflated when gzip (regular files within the input cap only)."""
+    raw = inputs.read_bytes(path)
+    return inputs.gunzip(raw, path) if raw[:2] == _GZIP_MAGIC else raw
 
 
 def _not_a_trace(path: Path, data: bytes) -> InputError:

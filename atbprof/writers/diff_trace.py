@@ -27,10 +27,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from isal import igzip
 
-from atbprof.errors import AtbprofError, InputError, OutputExistsError
+from atbprof.errors import InputError
 from atbprof.importers.base import Profile
 from atbprof.optable.schema import SCHEMA_VERSION
-from atbprof.writers.base import atomic_path
+from atbprof.outputs import check_output_file, staged_file
 from atbprof.writers.diff_trace_text import CHUNK_ROWS, OP_COLUMNS, OpSliceText, js, stream_lanes, us
 
 PID_DIFF, PID_BASE, PID_NEW = 1, 2, 3
@@ -170,10 +170,8 @@ def write_diff_trace(
     profile's frames nor its ops. The file appears only when complete (temp file + rename); same inputs, same bytes.
     """
     out = Path(out)
-    if out.is_dir():
-        raise AtbprofError(f"{out} is a directory; give the trace a file name, e.g. {out / 'combined.json.gz'}")
-    if out.exists() and not force:
-        raise OutputExistsError(f"{out} exists; pass --force to overwrite it")
+    inputs = [Path(p.source) for p in (base, new)]
+    check_output_file(out, "diff-trace", force=force, inputs=inputs)
     sides = (_Side(base, labels[0], PID_BASE), _Side(new, labels[1], PID_NEW))
     for b, n in pairs:  # every step must exist before anything is written
         sides[0].frame(b), sides[1].frame(n)
@@ -186,8 +184,8 @@ def write_diff_trace(
             f"trace capped at {max_events:,} slices: wrote the first {keep} of {len(pairs)} step pairs, left out "
             f"{len(dropped)} (base/new steps {dropped[0][0]}/{dropped[0][1]} onwards)"
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out) as tmp, ExitStack() as stack:
+    recheck = lambda: check_output_file(out, "diff-trace", force=force, inputs=inputs)  # noqa: E731
+    with staged_file(out, recheck) as tmp, ExitStack() as stack:
         raw = stack.enter_context(open(tmp, "wb"))
         write: Callable[[bytes | memoryview], int] = raw.write
         if out.name.endswith(".gz"):  # no name, mtime 0: the bytes do not depend on the temp path or the time
@@ -213,7 +211,12 @@ def _document(
         ]
         for tid, name in [(STEPS_TID, "Steps"), *names]:
             meta += [_meta("thread_name", side.pid, tid, name), _meta("thread_sort_index", side.pid, tid, tid)]
-    yield ('{"traceEvents":[\n' + "".join(meta)[2:]).encode(), len(meta)  # [2:]: the first event's ",\n"
+    other: dict[str, Any] = {"generator": "atbprof", "schema_version": SCHEMA_VERSION, "kind": "diff"}
+    other |= {"sides": [{"label": s.label, "source": s.profile.source, "kind": s.profile.kind} for s in sides]}
+    other |= {"pairs": [list(p.steps) for p in laid], "pairs_dropped": [list(p) for p in dropped], "note": note}
+    # otherData first: its "generator" within the first bytes is how --force knows the file is ours
+    head = f'{{"otherData":{orjson.dumps(other, option=orjson.OPT_SORT_KEYS).decode()},"traceEvents":[\n'
+    yield (head + "".join(meta)[2:]).encode(), len(meta)  # [2:]: the first event's ",\n"
     for side, (rows, ts, tids, _) in zip(sides, tracks, strict=True):
         yield from _op_slices(side, rows, ts, tids)
     diff = []
@@ -224,10 +227,7 @@ def _document(
             yield _x(f.title, side.pid, STEPS_TID, p.at_ns, p.at_ns + f.end_ns - f.start_ns, args).encode(), 1
         diff.append(_x(*_pair_slice(k, p, frames)))
     yield "".join(diff).encode(), len(diff)
-    other: dict[str, Any] = {"generator": "atbprof", "schema_version": SCHEMA_VERSION, "kind": "diff"}
-    other |= {"sides": [{"label": s.label, "source": s.profile.source, "kind": s.profile.kind} for s in sides]}
-    other |= {"pairs": [list(p.steps) for p in laid], "pairs_dropped": [list(p) for p in dropped], "note": note}
-    yield f'\n],"otherData":{orjson.dumps(other, option=orjson.OPT_SORT_KEYS).decode()}}}\n'.encode(), 0
+    yield b"\n]}\n", 0
 
 
 def _pair_slice(k: int, p: _Pair, frames: list[_Frame]) -> tuple[str, int, int, int, int, dict[str, object]]:

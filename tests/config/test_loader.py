@@ -200,7 +200,10 @@ def test_section_that_is_not_a_mapping(tmp_path: Path) -> None:
 
 def test_bad_name(tmp_path: Path) -> None:
     path = write(tmp_path, "name: my run\nmodel: {preset: llama2-7b}\n")
-    assert problems(path) == [f"{path} line 1: name = 'my run': String should match pattern '^[A-Za-z0-9._-]+$'"]
+    assert problems(path) == [
+        f"{path} line 1: name = 'my run': use 1-200 letters, digits, '.', '_' or '-', not starting with '.' (the "
+        "name becomes the output directory traces/<name>)"
+    ]
 
 
 @pytest.mark.parametrize("text", ["- model\n- device\n", "just a string\n", "42\n"], ids=["list", "str", "int"])

@@ -60,7 +60,7 @@ def test_run_dir_is_never_modified(make_run: Callable[[str], Path], tmp_path: Pa
         export_run(run, target, tmp_path / "out")
         export_run(run, target, tmp_path / "out", force=True)
     assert _snapshot(run) == before
-    with pytest.raises(InputError, match="inside the run directory"):
+    with pytest.raises(InputError, match="overlaps the input"):
         export_run(run, "msprof", run / "exports")
     assert _snapshot(run) == before and not (run / "exports").exists()
 
@@ -73,8 +73,12 @@ def test_refuses_to_overwrite_without_force(make_run: Callable[[str], Path], tmp
     with pytest.raises(OutputExistsError, match="--force") as info:
         export_run(run, "ascend-pt", tmp_path)
     assert info.value.exit_code == 3 and marker.exists()
+    with pytest.raises(OutputExistsError, match=r"holds files atbprof did not write \(keep-me\)"):
+        export_run(run, "ascend-pt", tmp_path, force=True)  # --force replaces only what atbprof wrote
+    assert marker.read_text() == "mine"
+    marker.unlink()
     again = export_run(run, "ascend-pt", tmp_path, force=True)
-    assert again.root == first.root and not marker.exists()
+    assert again.root == first.root
     assert sorted(p.name for p in tmp_path.iterdir()) == [first.root.name], "no temp directories left behind"
     (tmp_path / "file").write_text("x")
     with pytest.raises(OutputExistsError, match="not a directory"):

@@ -12,7 +12,7 @@ import pytest
 
 from atbprof.errors import InputError
 from atbprof.importers import load_profile
-from atbprof.importers.detect import _gunzip
+from atbprof.inputs import gunzip
 from tests.importers.conftest import LEVEL1, MSTT, OUT, QWEN, TRACES, shared
 
 QWEN_CSV = QWEN / OUT / "kernel_details.csv"
@@ -219,7 +219,7 @@ def test_gzip_with_two_members_is_read_whole(tmp_path: Path) -> None:
     whole = gzip.decompress(text)
     path = tmp_path / "trace.json.gz"
     path.write_bytes(gzip.compress(whole[:1000]) + gzip.compress(whole[1000:]))
-    assert _gunzip(path) == whole
+    assert gunzip(path.read_bytes(), path) == whole
 
 
 def test_gzip_of_garbage(tmp_path: Path) -> None:

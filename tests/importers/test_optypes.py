@@ -64,7 +64,7 @@ def test_rules_agree_with_recorded_types_on_real_samples() -> None:
                     agree += 1
                 else:
                     misses.add((ascend_op_type(row["Name"]), row["Type"]))
-    assert (typed, agree) == (3274, 3177)  # 97.0%
+    assert (typed, agree) == (5928, 5831)  # 98.4% (the Qwen3 cluster ranks: 2,654 rows, all agree)
     assert misses == {
         ("ReduceSum", "ReduceSumD"),
         ("StridedSlice", "StridedSliceD"),

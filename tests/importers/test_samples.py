@@ -32,6 +32,26 @@ PINS = [
     Pin(LEVEL0 / OUT / "kernel_details.csv", KD, 191, 94_344_340, 34, "TransData", (50,), None),  # Level0: Type N/A
     Pin(LEVEL1 / OUT / "kernel_details.csv", KD, 191, 114_865_613, 34, "TransData", (50,), None),
     Pin(QWEN / OUT / "kernel_details.csv", KD, 2463, 651_464_360, 39, "ZerosLike", (13,), None),
+    Pin(
+        ASCEND / "msinsight_imagenet_cnn_level1_rank1" / OUT / "kernel_details.csv",
+        KD,
+        191,
+        109_253_559,
+        34,
+        "TransData",
+        (50,),
+        None,
+    ),  # the second data-parallel rank of the Level1 capture
+    Pin(
+        ASCEND / "msinsight_qwen3_0.6b_level2_cluster" / "rank_0_ascend_pt" / OUT / "kernel_details.csv",
+        KD,
+        2463,
+        651_464_360,
+        39,
+        "ZerosLike",
+        (13,),
+        None,
+    ),  # the cluster's rank 0: the same capture as QWEN
     Pin(MSTT / "kernel_details_fa_matmul_pipeutil.csv", KD, 29, 10_061_159, 5, "FlashAttentionScore", (19,), None),
     Pin(MSTT / "kernel_details_gpt_layernorm_train.csv", KD, 591, 396_807_040, 43, "ZerosLike", (1,), None),
     Pin(LEVEL0 / OUT / "trace_view.json", TV, 191, 94_344_340, 34, "TransData", (50,), 859),

@@ -132,6 +132,13 @@ def test_same_seed_byte_identical_files(tmp_path: Path) -> None:
         result = atbprof("run", "--config", TINY, "--out", tmp_path / name, "--numerics", "--trace-format", "both")
         assert result.exit_code == 0, result.output
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert files == ["ops.parquet", "run.json", "steps.parquet", "trace.json.gz", "trace.pftrace"]
+    assert files == [
+        ".atbprof-output.json",
+        "ops.parquet",
+        "run.json",
+        "steps.parquet",
+        "trace.json.gz",
+        "trace.pftrace",
+    ]
     for f in files:
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f

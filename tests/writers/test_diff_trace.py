@@ -218,9 +218,14 @@ def test_refuses_to_overwrite_without_force(ours: tuple[Profile, Profile], tmp_p
     out.write_text("mine")
     with pytest.raises(OutputExistsError, match="--force"):
         write_diff_trace(*ours, PAIRS, out)
+    with pytest.raises(OutputExistsError, match="is not a diff trace atbprof wrote"):
+        write_diff_trace(*ours, PAIRS, out, force=True)  # --force replaces only what atbprof wrote
     assert out.read_text() == "mine"
-    write_diff_trace(*ours, PAIRS, out, force=True)
-    assert events(out)
+    out.unlink()
+    write_diff_trace(*ours, PAIRS, out)
+    first = out.read_bytes()
+    write_diff_trace(*ours, PAIRS[:1], out, force=True)
+    assert events(out) and out.read_bytes() != first
     with pytest.raises(AtbprofError, match="is a directory"):
         write_diff_trace(*ours, PAIRS, tmp_path, force=True)
 

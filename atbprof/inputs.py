@@ -1,0 +1,147 @@
+"""Reading a user's file within bounds: regular files only, a size cap before anything is read, gzip inflated in a
+stream with the same cap. Every importer, the validator and the config loader read through here.
+
+The cap (`max_input_bytes`) is 4096 MB by default, the size of a document the importers can hold in memory with
+room to spare on a 24 GB machine; `atbprof --max-input-mb N` or ATBPROF_MAX_INPUT_MB raise (or lower) it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import cast
+
+from atbprof.errors import InputError
+
+try:  # isal (a dependency) inflates ~2x faster than zlib
+    from isal import isal_zlib as zlib
+except ImportError:  # pragma: no cover
+    import zlib  # type: ignore[no-redef]
+
+DEFAULT_MAX_INPUT_MB = 4096
+ENV_MAX_INPUT_MB = "ATBPROF_MAX_INPUT_MB"
+_INFLATE_CHUNK = 1 << 24
+_INFLATE_ERRORS = (cast("type[Exception]", zlib.error),)  # isal's IsalError is not an OSError
+_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+_override_mb: float | None = None
+
+
+def set_max_input_mb(mb: float | None) -> None:
+    """The cap for this process (the CLI's --max-input-mb); None: back to the environment / default."""
+    global _override_mb
+    _override_mb = mb
+
+
+def max_input_bytes() -> int:
+    if _override_mb is not None:
+        return int(_override_mb * 1e6)
+    raw = os.environ.get(ENV_MAX_INPUT_MB)
+    if raw:
+        try:
+            mb = float(raw)
+        except ValueError:
+            raise InputError(f"{ENV_MAX_INPUT_MB}={raw!r}: expected a number of megabytes, e.g. 8192") from None
+        if not 0 < mb < 1e9:
+            raise InputError(f"{ENV_MAX_INPUT_MB}={raw!r}: expected megabytes between 0 and 1e9")
+        return int(mb * 1e6)
+    return DEFAULT_MAX_INPUT_MB * 1_000_000
+
+
+def _raise_hint(limit: int) -> str:
+    return f"raise the limit with `atbprof --max-input-mb {max(2 * limit // 1_000_000, 1)} ...` (or {ENV_MAX_INPUT_MB})"
+
+
+def too_big(path: Path, size: int, limit: int, what: str = "is") -> InputError:
+    return InputError(
+        f"{path} {what} {size / 1e6:,.0f} MB, over the {limit / 1e6:,.0f} MB input limit; {_raise_hint(limit)}"
+    )
+
+
+def regular_file(path: Path, limit: int | None = None) -> int:
+    """The size of `path`, a regular file (symlinks followed) of at most `limit` bytes; else an InputError."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot be read ({err.strerror})") from None
+    kind = stat.S_IFMT(st.st_mode)
+    if kind != stat.S_IFREG:
+        what = _KINDS.get(kind, "not a regular file")
+        raise InputError(f"{path} is {what}; atbprof reads regular files: save the data to a file and pass that")
+    limit = max_input_bytes() if limit is None else limit
+    if st.st_size > limit:
+        raise too_big(path, st.st_size, limit)
+    return st.st_size
+
+
+def read_bytes(path: Path, limit: int | None = None) -> bytes:
+    """All of `path` (a regular file within the cap)."""
+    limit = max_input_bytes() if limit is None else limit
+    regular_file(path, limit)
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)  # a file growing while read stops at the cap too
+    if len(data) > limit:
+        raise too_big(path, len(data), limit, "grew to more than")
+    return data
+
+
+def read_head(path: Path, n: int) -> bytes:
+    regular_file(path)
+    with open(path, "rb") as fh:
+        return fh.read(n)
+
+
+def read_text(path: Path, limit: int | None = None) -> str:
+    """`path` as UTF-8 text; a file that is not UTF-8 is an InputError naming the offset."""
+    data = read_bytes(path, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise InputError(
+            f"{path} line {line}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}); "
+            "save the file as UTF-8"
+        ) from None
+
+
+def gunzip(raw: bytes, path: Path, limit: int | None = None) -> bytes:
+    """Inflate gzip data (any number of members) in a stream, refusing output beyond the cap."""
+    limit = max_input_bytes() if limit is None else limit
+    parts: list[bytes] = []
+    size = 0
+    data = raw
+    try:
+        while data:
+            inflate = zlib.decompressobj(wbits=31)
+            chunk = inflate.decompress(data, _INFLATE_CHUNK)
+            while True:
+                size += len(chunk)
+                if size > limit:
+                    raise too_big(path, size, limit, "inflates to more than")
+                parts.append(chunk)
+                if inflate.eof or not inflate.unconsumed_tail:
+                    break
+                chunk = inflate.decompress(inflate.unconsumed_tail, _INFLATE_CHUNK)
+            if not inflate.eof:
+                rest = inflate.flush()
+                if rest:
+                    parts.append(rest)
+                raise InputError(
+                    f"{path}: a damaged or truncated gzip file (the gzip stream is truncated: it ends before its "
+                    "end marker); the copy is incomplete: copy or export it again (`gzip -t` confirms the damage)"
+                )
+            data = inflate.unused_data.lstrip(b"\x00")  # members follow; trailing zero padding is allowed
+    except _INFLATE_ERRORS as err:
+        raise InputError(
+            f"{path}: a damaged or truncated gzip file (corrupt gzip data: {err}); copy or export it again "
+            "(`gzip -t` confirms the damage)"
+        ) from None
+    return b"".join(parts)
