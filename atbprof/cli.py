@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import signal
 import sys
 import traceback
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import orjson
 import typer
@@ -42,8 +44,21 @@ def main_options(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
+    max_input_mb: Annotated[
+        float | None,
+        typer.Option(
+            "--max-input-mb",
+            min=1,
+            max=1e9,
+            help="Refuse input files (as inflated, for gzip) larger than this (default 4096, or ATBPROF_MAX_INPUT_MB).",
+        ),
+    ] = None,
 ) -> None:
     """Simulate, trace and compare fused vs unfused LLaMA inference on Ascend."""
+    if max_input_mb is not None:
+        from atbprof.inputs import set_max_input_mb
+
+        set_max_input_mb(max_input_mb)
 
 
 @app.command()
@@ -339,10 +354,48 @@ def _console() -> Console:
     return console if console.is_terminal else Console(highlight=False, soft_wrap=True, width=160)
 
 
+_USER_ERRNOS = {
+    errno.ENOSPC: "free some space, or write elsewhere (--out)",
+    errno.EDQUOT: "free some of your quota, or write elsewhere (--out)",
+    errno.ENAMETOOLONG: "use a shorter name or path",
+    errno.EACCES: "check the permissions, or write elsewhere (--out)",
+    errno.EPERM: "check the permissions, or write elsewhere (--out)",
+    errno.EROFS: "the file system is read-only: write elsewhere (--out)",
+    errno.ENOTDIR: "a part of the path is a file, not a directory: check the path",
+    errno.EISDIR: "the path is a directory: give a file",
+    errno.ELOOP: "the path has a symbolic-link loop: check the path",
+    errno.EMFILE: "too many open files: raise `ulimit -n`",
+    errno.ENFILE: "too many open files on the system: close some programs",
+    errno.EIO: "the disk reported an I/O error: check the device",
+    errno.ENOENT: "a file or directory vanished while atbprof used it: check the path",
+}
+"""Operating-system errors a user fixes (a full disk, a long name, permissions): exit 2 with the fix."""
+
+
+def _os_error(err: OSError) -> str:
+    if err.filename is None:
+        return f"cannot write to standard output: {err.strerror or err}; redirect it somewhere that takes it"
+    return f"{err.filename}: {err.strerror or err}; {_USER_ERRNOS.get(err.errno or 0, '')}"
+
+
 def _guard(body: object, verbose: bool) -> None:
-    """The one error handler: AtbprofError -> its message and exit code; anything else -> exit 70."""
+    """The one error handler: AtbprofError -> its message and exit code; OS errors a user can fix -> exit 2;
+    anything else -> exit 70 (an atbprof bug)."""
     try:
         body()  # type: ignore[operator]
+        sys.stdout.flush()  # a full disk or a closed pipe on stdout shows here, not at interpreter exit
+    except BrokenPipeError:  # `atbprof ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(128 + signal.SIGPIPE) from None
+    except OSError as err:
+        if err.errno not in _USER_ERRNOS:
+            _internal(err, verbose)
+        if verbose:
+            traceback.print_exc()
+        if err.filename is None:  # stdout: drop what could not be written, or exit would try again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        typer.echo(f"error: {_os_error(err)}", err=True)
+        raise typer.Exit(2) from None
     except AtbprofError as err:
         if verbose:
             traceback.print_exc()
@@ -355,10 +408,14 @@ def _guard(body: object, verbose: bool) -> None:
     except (typer.Exit, typer.Abort):
         raise
     except Exception as err:  # an atbprof bug, not a user error
-        if verbose:
-            traceback.print_exc()
-        typer.echo(f"internal error: {type(err).__name__}: {err} (run with --verbose for the traceback)", err=True)
-        raise typer.Exit(70) from None
+        _internal(err, verbose)
+
+
+def _internal(err: BaseException, verbose: bool) -> NoReturn:
+    if verbose:
+        traceback.print_exc()
+    typer.echo(f"internal error: {type(err).__name__}: {err} (run with --verbose for the traceback)", err=True)
+    raise typer.Exit(70) from None
 
 
 def main() -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 
 class AtbprofError(Exception):
-    """A problem the user can fix; the message names the file/key and the fix."""
+    """A problem the user can fix; the message names the file/key and the fix. Exit 2 unless a subclass says
+    otherwise (1 is kept for "the check ran and failed": validate, --fail-on-unfused, --fail-if-slower)."""
 
-    exit_code = 1
+    exit_code = 2
 
 
 class ConfigError(AtbprofError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ import orjson
 from atbprof import __version__
 from atbprof.config.models import RunConfig
 from atbprof.errors import AtbprofError
+from atbprof.inputs import read_bytes
 from atbprof.numerics.report import NumericsReport
 from atbprof.optable.schema import SCHEMA_VERSION
 from atbprof.outputs import MARKER, check_output_dir, staged_dir
@@ -195,10 +197,28 @@ def _write_run(
         "notes": list(notes),
         "summary": summary.model_dump(mode="json"),
     }
+    inputs = _input_files(cfg)
+    if inputs:  # absent without input files, so preset runs keep their bytes
+        doc["input_files"] = inputs
     if numerics is not None:
         doc["numerics"] = numerics.model_dump(mode="json")
     (tmp / "run.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     return summary, notes
+
+
+def _input_files(cfg: RunConfig) -> dict[str, dict[str, str]]:
+    """The files a config names (absolute path and SHA-256): which exact file a run was made from."""
+    named = {
+        "model.hf_config": cfg.model.hf_config,
+        "device.spec": cfg.device.spec,
+        "fusion.rules_file": cfg.fusion.rules_file,
+    }
+    out = {}
+    for key, value in named.items():
+        if value:
+            path = Path(value).absolute()
+            out[key] = {"path": str(path), "sha256": hashlib.sha256(read_bytes(path, 1 << 24)).hexdigest()}
+    return out
 
 
 def _numerics_meta(numerics: NumericsReport | None) -> dict[str, Any]:

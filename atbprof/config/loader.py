@@ -69,11 +69,13 @@ def _expand_shorthand(section: str, value: str) -> dict[str, Any]:
 
 
 def _resolve(base: Path, value: str | None) -> str | None:
-    """Paths in a config are relative to the config file when that file exists there, else to the CWD."""
+    """Paths in a config are relative to the config file when that file exists there, else to the CWD; stored
+    absolute, so run.json means the same file from any directory."""
     if value is None:
         return None
     candidate = base / value
-    return str(candidate) if not Path(value).is_absolute() and candidate.exists() else value
+    path = candidate if not Path(value).is_absolute() and candidate.exists() else Path(value)
+    return str(path.absolute()) if path.exists() else value  # a missing file keeps its name for the message
 
 
 def translate_atb_fusion_config(
@@ -138,6 +140,16 @@ def translate_atb_fusion_config(
     return out
 
 
+_EXPECTED = {
+    "int_type": "expected a whole number (e.g. 32)",
+    "float_type": "expected a number (e.g. 1.5)",
+    "bool_type": "expected true or false",
+    "string_type": "expected text",
+    "finite_number": "expected a finite number (not .inf or .nan)",
+    "tuple_type": "expected a list, e.g. [a, b]",
+}
+
+
 def _format_error(
     err: Mapping[str, Any],
     lines: dict[tuple[str, ...], int],
@@ -165,6 +177,8 @@ def _format_error(
         return f"{where}{key}: required key is missing"
     if kind in ("model_type", "dict_type"):
         msg = "expected a section (a mapping of keys to values)"
+    if kind in _EXPECTED:
+        msg = _EXPECTED[kind]
     value = err.get("input")
     shown = "" if isinstance(value, dict) else f" = {value!r}"
     return f"{where}{key}{shown}: {msg}"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from atbprof.errors import AtbprofError
 
@@ -31,7 +31,28 @@ def _range_list(value: object, expected: str) -> object:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: `batch_size: true` or `trace: 1` is a mistake, not a value; no inf / nan anywhere
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+MODEL_LIMITS: dict[str, tuple[float, float]] = {
+    "hidden_size": (1, 131_072),
+    "intermediate_size": (1, 1_048_576),
+    "num_attention_heads": (1, 1_024),
+    "num_key_value_heads": (1, 1_024),
+    "num_hidden_layers": (1, 1_024),
+    "vocab_size": (1, 4_194_304),
+    "rms_norm_eps": (1e-30, 1.0),
+}
+"""What a real model can have, with room (LLaMA-3-405B: hidden 16,384, 126 layers, vocab 128,256; Gemma: 256k
+vocab). The same bounds apply to a Hugging Face config.json (graph/dims.py)."""
+MAX_TOKENS_PER_STEP = 2**31 - 1
+"""batch x prompt tokens of the prefill step: the op table counts tokens in int32."""
+
+
+def _limited(key: str) -> object:
+    lo, hi = MODEL_LIMITS[key]
+    return Field(default=None, ge=lo, le=hi)
 
 
 class ModelSection(_Section):
@@ -44,13 +65,13 @@ class ModelSection(_Section):
         description="llama = RMSNorm + RoPE + SwiGLU; gpt = LayerNorm + GELU MLP (seed 000's path)",
     )
     dtype: Literal["fp16", "bf16"] = "fp16"
-    hidden_size: int | None = Field(default=None, gt=0)
-    intermediate_size: int | None = Field(default=None, gt=0)
-    num_attention_heads: int | None = Field(default=None, gt=0)
-    num_key_value_heads: int | None = Field(default=None, gt=0)
-    num_hidden_layers: int | None = Field(default=None, gt=0)
-    rms_norm_eps: float | None = Field(default=None, gt=0)
-    vocab_size: int | None = Field(default=None, gt=0)
+    hidden_size: int | None = _limited("hidden_size")  # type: ignore[assignment]
+    intermediate_size: int | None = _limited("intermediate_size")  # type: ignore[assignment]
+    num_attention_heads: int | None = _limited("num_attention_heads")  # type: ignore[assignment]
+    num_key_value_heads: int | None = _limited("num_key_value_heads")  # type: ignore[assignment]
+    num_hidden_layers: int | None = _limited("num_hidden_layers")  # type: ignore[assignment]
+    rms_norm_eps: float | None = _limited("rms_norm_eps")  # type: ignore[assignment]
+    vocab_size: int | None = _limited("vocab_size")  # type: ignore[assignment]
 
     @field_validator("preset")
     @classmethod
@@ -91,6 +112,15 @@ class WorkloadSection(_Section):
     prompt_len: int = Field(default=512, ge=1, le=1_048_576)
     decode_tokens: int = Field(default=128, ge=0, le=1_000_000)
 
+    @model_validator(mode="after")
+    def _tokens_fit(self) -> WorkloadSection:
+        if self.batch_size * self.prompt_len > MAX_TOKENS_PER_STEP:
+            raise ValueError(
+                f"batch_size x prompt_len = {self.batch_size * self.prompt_len:,} tokens in one prefill step, more "
+                f"than {MAX_TOKENS_PER_STEP:,}: reduce one of them"
+            )
+        return self
+
 
 class JitterSection(_Section):
     """Seeded multiplicative noise on durations, off by default (simulated runs are otherwise exact)."""
@@ -105,19 +135,28 @@ class ExecutionSection(_Section):
         description="eager = one host dispatch per kernel (torch_npu); graph = captured graph (ATB)",
     )
     host_dispatch_us: float | None = Field(
-        default=None, ge=0, description="host cost per kernel launch; default 44 (eager) / 0 (graph)"
+        default=None, ge=0, le=1e6, description="host cost per kernel launch; default 44 (eager) / 0 (graph)"
     )
-    graph_launch_us: float = Field(default=60.0, ge=0, description="graph mode: host cost to launch one step's graph")
-    device_gap_us: float = Field(default=1.5, ge=0, description="graph mode: device-side gap between kernels")
-    launch_latency_us: float = Field(default=5.0, ge=0, description="host launch -> task visible to the device")
-    queue_depth: int = Field(default=1024, ge=1, description="host->device task queue depth (host blocks when full)")
+    graph_launch_us: float = Field(
+        default=60.0, ge=0, le=1e6, description="graph mode: host cost to launch one step's graph"
+    )
+    device_gap_us: float = Field(default=1.5, ge=0, le=1e6, description="graph mode: device-side gap between kernels")
+    launch_latency_us: float = Field(
+        default=5.0, ge=0, le=1e6, description="host launch -> task visible to the device"
+    )
+    queue_depth: int = Field(
+        default=1024, ge=1, le=1_000_000, description="host->device task queue depth (host blocks when full)"
+    )
     step_overhead_us: float | None = Field(
         default=None,
         ge=0,
+        le=1e8,
         description="host work per step before its first launch (generate loop, KV management); "
         "default 1300 (eager, calibrated) / 300 (graph)",
     )
-    sync_us: float = Field(default=20.0, ge=0, description="device->host sync + copy of the sampled token per step")
+    sync_us: float = Field(
+        default=20.0, ge=0, le=1e6, description="device->host sync + copy of the sampled token per step"
+    )
     weight_format: Literal["nd", "nz"] | None = Field(
         default=None,
         description="weights as stored: nd (eager default; GEMV pays the ND->NZ reformat) or nz (graph/ATB default, "
@@ -130,13 +169,19 @@ class FusionSection(_Section):
     """A named strategy plus per-rule switches; seed 002's atb_fusion_config.yaml is translated to this."""
 
     strategy: str = Field(default="default", description="none, default, aggressive (or a strategy in the rules file)")
-    enable: tuple[str, ...] = ()
-    disable: tuple[str, ...] = ()
+    enable: tuple[str, ...] = Field(default=(), strict=False, max_length=256)  # YAML gives lists
+    disable: tuple[str, ...] = Field(default=(), strict=False, max_length=256)
     softmax_fusion_max_seq: int = Field(
-        default=1024, ge=1, description="attention-softmax fusion is switched off above this sequence length"
+        default=1024,
+        ge=1,
+        le=MAX_TOKENS_PER_STEP,
+        description="attention-softmax fusion is switched off above this sequence length",
     )
-    shape_buckets: tuple[int, ...] | None = Field(
-        default=None, description="token counts the fused kernels were compiled for; None = all shapes"
+    shape_buckets: tuple[Annotated[int, Strict(), Field(ge=1, le=MAX_TOKENS_PER_STEP)], ...] | None = Field(
+        default=None,
+        strict=False,
+        max_length=4096,
+        description="token counts the fused kernels were compiled for; None = all shapes",
     )
     rules_file: str | None = Field(default=None, description="extra/override fusion rules YAML")
     kv_cache_reuse: bool = False
@@ -173,17 +218,27 @@ class OutputSection(_Section):
     def _ranges(cls, value: object) -> object:
         return _range_list(value, "expected ranges like 0-3,10,20- (non-negative integers, low-high)")
 
+    max_ops: int = Field(
+        default=200_000_000,
+        ge=1,
+        le=10**10,
+        description="refuse a run that would produce more ops (before any work; ~2.3 M ops/s, ~10 bytes/op of "
+        "Parquet)",
+    )
     trace_max_mb: float | None = Field(
         default=600,
         gt=0,
+        le=1e7,
         description="without trace_steps, keep the whole steps that fit in this much estimated JSON (the Perfetto UI "
         "holds ~2 GB and a trace takes 2-4x its size there; null = no limit); ops.parquet always has every op",
     )
 
 
 class NumericsTolerance(_Section):
-    ratio: float = Field(default=2.0, ge=1.0, description="a fused kernel may have this many times the unfused error")
-    floor_ulp: float = Field(default=4.0, gt=0, description="errors below this many half-ULPs always pass")
+    ratio: float = Field(
+        default=2.0, ge=1.0, le=1e6, description="a fused kernel may have this many times the unfused error"
+    )
+    floor_ulp: float = Field(default=4.0, gt=0, le=1e6, description="errors below this many half-ULPs always pass")
 
 
 class NumericsSection(_Section):
@@ -191,13 +246,18 @@ class NumericsSection(_Section):
 
     enabled: bool = False
     layers: str = Field(default="0", description="decoder layers to execute, e.g. '0' or '0-1,31'")
-    max_prompt: int = Field(default=8192, ge=1, description="prefill tokens executed at most (the prompt is capped)")
+    max_prompt: int = Field(
+        default=8192, ge=1, le=1_048_576, description="prefill tokens executed at most (the prompt is capped)"
+    )
     query_rows: int | None = Field(
-        default=128, ge=1, description="prefill rows whose outputs are computed (all rows feed K/V); null = all"
+        default=128,
+        ge=1,
+        le=1_048_576,
+        description="prefill rows whose outputs are computed (all rows feed K/V); null = all",
     )
     decode: bool = Field(default=True, description="also one decode step over the prefill's KV cache")
     weights: str | None = Field(default=None, description="Hugging Face LLaMA .safetensors (default: seeded random)")
-    logit_std: float = Field(default=1.8, gt=0, description="random weights: std of the attention logits")
+    logit_std: float = Field(default=1.8, gt=0, le=100, description="random weights: std of the attention logits")
     add_layernorm_stats: Literal["fp32", "fp16", "welford"] = Field(
         default="fp32", description="AddLayerNorm's one-pass statistics accumulators (gpt architecture)"
     )
@@ -222,7 +282,7 @@ class RunConfig(_Section):
             )
         return value
 
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**63 - 1, description="seeds the jitter and the numerics' weights")
     model: ModelSection
     device: DeviceSection = DeviceSection()
     workload: WorkloadSection = WorkloadSection()

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from atbprof.errors import ConfigError
+from atbprof.errors import ConfigError, InputError
 
 if TYPE_CHECKING:  # the run config models load only with a config (analyze of other profiles needs none)
     from atbprof.config.models import ModelSection
@@ -58,12 +58,17 @@ class ModelDims:
         return (self.layers * (attn + mlp + 2 * h) + h + self.vocab * h) * self.dsize
 
 
+HF_CONFIG_MAX_BYTES = 1 << 24  # a config.json is a few KB
+
+
 def _load_hf(path: str) -> dict[str, Any]:
+    from atbprof.inputs import read_text
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"model.hf_config: {path}: no such file") from None
-    except (OSError, json.JSONDecodeError) as err:
+        data = json.loads(read_text(Path(path), HF_CONFIG_MAX_BYTES))
+    except InputError as err:
+        raise ConfigError(f"model.hf_config: {err}") from None
+    except (json.JSONDecodeError, RecursionError) as err:
         raise ConfigError(f"model.hf_config: {path}: not a readable JSON file ({err})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"model.hf_config: {path}: expected a JSON object like a Hugging Face config.json")
@@ -100,13 +105,17 @@ def resolve_model(section: ModelSection) -> ModelDims:
         raise ConfigError(
             f"model ({source}): missing {', '.join(missing)}; add them to the config.json or model section"
         )
+    from atbprof.config.models import MODEL_LIMITS
+
     problems = []
     for key in _HF_KEYS:
         value = values[key]
-        ok = isinstance(value, (int, float)) and value > 0 and (key == "rms_norm_eps" or isinstance(value, int))
+        lo, hi = MODEL_LIMITS[key]
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = number and lo <= value <= hi and (key == "rms_norm_eps" or isinstance(value, int))
         if not ok:
-            kind = "number" if key == "rms_norm_eps" else "integer"
-            problems.append(f"model.{key} = {value!r} ({source}): must be a positive {kind}")
+            kind = "number" if key == "rms_norm_eps" else "whole number"
+            problems.append(f"model.{key} = {value!r} ({source}): must be a {kind} from {lo:g} to {hi:g}")
     if problems:
         raise ConfigError(problems)
     h, heads, kvh = int(values["hidden_size"]), int(values["num_attention_heads"]), int(values["num_key_value_heads"])

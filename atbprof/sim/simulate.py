@@ -108,6 +108,23 @@ def _host_model(cfg: RunConfig) -> HostModel:
     )
 
 
+INT64_SAFE = float(2**62)
+"""Kernel figures (ns, FLOPs, bytes) must stay below this to be summed and stored as int64."""
+
+
+def _check_representable(costs: KernelCosts, phase: str, cfg: RunConfig) -> None:
+    """Refuse a workload whose kernels do more work than the op table's int64 columns can hold."""
+    for name, values in (("duration", costs.dur), ("FLOPs", costs.flops), ("HBM bytes", costs.hbm_read)):
+        top = float(np.max(values)) if values.size else 0.0
+        if not np.isfinite(top) or top >= INT64_SAFE:
+            w = cfg.workload
+            raise ConfigError(
+                f"workload: the largest {phase} kernel of batch_size {w.batch_size} x prompt_len {w.prompt_len} "
+                f"has {top:.3g} {name}, beyond what the op table can hold (int64): reduce the batch, the prompt or "
+                "the model size"
+            )
+
+
 class Simulation:
     """Everything resolved from a config; `batches()` streams the op table."""
 
@@ -172,6 +189,14 @@ class Simulation:
             )
         self.step_rows: list[dict[str, object]] = []
         self.total_ops = sum(len(self.phases[p.phase].graph.nodes) * len(p.steps) for p in self.plans)
+        cap = cfg.output.max_ops
+        if self.total_ops > cap:
+            per_step = len(self.phases[self.plans[-1].phase].graph.nodes)
+            raise ConfigError(
+                f"this run would produce {self.total_ops:,} ops ({per_step:,} per decode step x "
+                f"{cfg.workload.decode_tokens + 1:,} steps), more than output.max_ops = {cap:,}: reduce "
+                "workload.decode_tokens (or the model's layers), or raise output.max_ops"
+            )
 
     # -- streaming --------------------------------------------------------------------------------------------
     def _timed_chunks(self) -> Iterator[TimedChunk]:
@@ -189,7 +214,9 @@ class Simulation:
             for chunk in plan.chunks(max(1, self.batch_rows // n_nodes)):
                 k = len(chunk.steps)
                 values = basis_values(b, chunk.sq, chunk.skv)
-                costs = evaluate_costs(pm.reps, self.device, values, self.weights_nz)
+                with np.errstate(over="raise", invalid="raise", divide="raise"):  # garbage in: stop, not NaN out
+                    costs = evaluate_costs(pm.reps, self.device, values, self.weights_nz)
+                _check_representable(costs, plan.phase, self.cfg)
                 # rows are step-major: row = step_offset * n_nodes + node
                 cols = np.arange(k)[:, None]
                 sig = pm.sig[None, :]
