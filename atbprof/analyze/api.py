@@ -15,7 +15,7 @@ from atbprof.analyze.patterns import KINDS, OPPORTUNITY_KINDS, PatternSet, load_
 from atbprof.analyze.report import AnalysisReport, Breakdown, Finding, Occurrence, PhaseCount, Source, WhatIf
 from atbprof.analyze.view import OpView, dict_codes, has_values, int_column
 from atbprof.analyze.whatif import whatif_device_model, whatif_resimulated
-from atbprof.importers.base import Profile
+from atbprof.importers.base import Profile, import_warnings
 from atbprof.numerics.report import parse_report
 from atbprof.optable.schema import OPS_SCHEMA
 
@@ -235,7 +235,7 @@ def analyze(
     `whatif=False` skips the estimate (no re-simulation)."""
     patterns = patterns or load_patterns(patterns_file)
     ops, meta = profile.ops, profile.meta
-    notes: list[str] = []
+    notes: list[str] = import_warnings(profile)
     ours = profile.kind == "atbprof-run"
     view = OpView.build(ops)
     edges = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
+from typing import Annotated
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -14,60 +15,61 @@ PRESETS = ("910A", "910B1", "910B2", "910B3", "910B4")
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # bounds: what a real accelerator can have, with room (so a typo cannot give a 1e-300 GB/s memory)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class Cores(_M):
     split: bool
-    aic: int = Field(gt=0)
-    aiv: int = Field(gt=0)
+    aic: int = Field(ge=1, le=4096)
+    aiv: int = Field(ge=1, le=8192)
 
 
 class Memory(_M):
-    capacity_gb: float = Field(default=0, ge=0)
-    bandwidth_gbps: float = Field(gt=0)
+    capacity_gb: float = Field(default=0, ge=0, le=65536)
+    bandwidth_gbps: float = Field(ge=1, le=1e6)
 
 
 class L2(_M):
-    size_mb: float = Field(gt=0)
-    bandwidth_gbps: float = Field(gt=0)
+    size_mb: float = Field(ge=0.01, le=65536)
+    bandwidth_gbps: float = Field(ge=1, le=1e7)
 
 
 class Efficiency(_M):
-    cube: float = Field(gt=0, le=1)
-    hbm_stream: float = Field(gt=0, le=1)
-    gemv_nd: float = Field(gt=0, le=1)
-    vector: float = Field(gt=0, le=1)
-    vector_hbm: float = Field(gt=0, le=1)
+    cube: float = Field(ge=0.01, le=1)
+    hbm_stream: float = Field(ge=0.01, le=1)
+    gemv_nd: float = Field(ge=0.01, le=1)
+    vector: float = Field(ge=0.01, le=1)
+    vector_hbm: float = Field(ge=0.01, le=1)
 
 
 class StaticCost(_M):
-    cube: float = Field(ge=0)
-    vector: float = Field(ge=0)
-    mix: float = Field(ge=0)
-    aicpu: float = Field(ge=0)
+    cube: float = Field(ge=0, le=1e4)
+    vector: float = Field(ge=0, le=1e4)
+    mix: float = Field(ge=0, le=1e4)
+    aicpu: float = Field(ge=0, le=1e5)
 
 
 class ICache(_M):
-    free_ops: int = Field(ge=1)
-    penalty_per_op: float = Field(ge=0)
+    free_ops: int = Field(ge=1, le=10_000)
+    penalty_per_op: float = Field(ge=0, le=1e4)
 
 
 class DeviceSpec(_M):
-    name: str
-    soc_version: str
-    sources: tuple[str, ...] = ()
+    name: str = Field(min_length=1, max_length=200)
+    soc_version: str = Field(min_length=1, max_length=200)
+    sources: tuple[str, ...] = Field(default=(), strict=False, max_length=1000)  # YAML gives a list
     cores: Cores
-    clock_ghz: float = Field(gt=0)
-    cube_macs_per_cycle: int = Field(gt=0)
-    vector_bytes_per_cycle: int = Field(gt=0)
-    core_gm_bytes_per_cycle: float = Field(gt=0)
-    mte1_bytes_per_cycle: float = Field(gt=0)
-    mte3_bytes_per_cycle: float = Field(gt=0)
-    fixpipe_bytes_per_cycle: float = Field(gt=0)
+    clock_ghz: float = Field(ge=0.05, le=20)
+    cube_macs_per_cycle: int = Field(ge=1, le=1 << 20)
+    vector_bytes_per_cycle: int = Field(ge=1, le=1 << 20)
+    core_gm_bytes_per_cycle: float = Field(ge=0.01, le=1 << 20)
+    mte1_bytes_per_cycle: float = Field(ge=0.01, le=1 << 20)
+    mte3_bytes_per_cycle: float = Field(ge=0.01, le=1 << 20)
+    fixpipe_bytes_per_cycle: float = Field(ge=0.01, le=1 << 20)
     hbm: Memory
     l2: L2
-    buffers_kb: dict[str, float]
+    buffers_kb: dict[str, Annotated[float, Field(gt=0, le=1 << 20)]] = Field(max_length=64)
     cube_to_vector: str = Field(pattern="^(ub|l2)$")
     efficiency: Efficiency
     static_cost_us: StaticCost

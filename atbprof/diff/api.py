@@ -20,7 +20,7 @@ from atbprof.diff.report import By, DiffReport, DiffRow, DiffSide, Headline
 from atbprof.diff.report import Matching as MatchingSummary
 from atbprof.diff.rows import diff_rows
 from atbprof.errors import InputError
-from atbprof.importers.base import Profile
+from atbprof.importers.base import Profile, import_warnings
 
 DEFAULT_THRESHOLD_PCT = 1.0
 
@@ -80,7 +80,7 @@ def diff(
 ) -> DiffResult:
     """Compare `new` against `base` (any two profiles). Pure: the profiles are not modified."""
     patterns = load_patterns(patterns_file)
-    notes: list[str] = []
+    notes: list[str] = [f"{p.source}: {w}" for p in (base, new) for w in import_warnings(p)]
     sides = []
     for p in (base, new):
         if not p.ops.num_rows and p.framework is not None and p.framework.num_rows:

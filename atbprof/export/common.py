@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from atbprof.errors import InputError
 from atbprof.importers.ours import RUN_JSON_MAX_BYTES
 from atbprof.inputs import read_bytes
-from atbprof.optable.schema import STEPS_SCHEMA, ops_metadata, read_steps
+from atbprof.optable.schema import STEPS_SCHEMA, check_times, ops_metadata, read_steps
 
 EPOCH_BASE_NS = 1_735_689_600_000_000_000
 """2025-01-01T00:00:00Z: run time 0 in every export (a constant, not the wall clock: exports are reproducible)."""
@@ -75,7 +75,7 @@ class RunSource:
     def iter_batches(self, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         """The op table in batches of at most BATCH_ROWS rows; a damaged file -> InputError."""
         try:
-            reader = pq.ParquetFile(self.ops_path)
+            reader = pq.ParquetFile(self.ops_path, page_checksum_verification=True)
             yield from reader.iter_batches(batch_size=BATCH_ROWS, columns=list(columns) if columns else None)
         except (pa.ArrowException, OSError) as err:
             raise InputError(f"{self.ops_path}: unreadable ({err}); re-create the run with `atbprof run`") from None
@@ -106,6 +106,11 @@ def load_run(run_dir: Path) -> RunSource:
             )
     ops_path = run_dir / "ops.parquet"
     meta = ops_metadata(ops_path)
+    try:  # the two time columns (16 bytes an op): damaged times stop the export before anything is written
+        times = pq.read_table(ops_path, columns=["task_start_ns", "task_dur_ns"], page_checksum_verification=True)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{ops_path}: damaged ({err}); re-create the run with `atbprof run`") from None
+    check_times(times, str(ops_path))
     steps = read_steps(run_dir / "steps.parquet")
     doc_path = run_dir / "run.json"
     try:

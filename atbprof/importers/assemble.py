@@ -11,6 +11,7 @@ to `assemble`, which
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +19,7 @@ import pyarrow.compute as pc
 
 from atbprof.importers.base import FRAMEWORK_SCHEMA, STEP_FRAMES_SCHEMA, Profile
 from atbprof.importers.native import native
+from atbprof.importers.sanity import check_spans, check_task_times
 from atbprof.optable.schema import OPS_SCHEMA
 
 _RELATIVE = ("task_start_ns", "host_launch_start_ns")  # absolute in Raw*, relative in the Profile
@@ -95,12 +97,57 @@ def assemble(
     meta: dict[str, object] | None = None,
 ) -> Profile:
     meta = dict(meta or {})
+    ops, framework, profiler_steps, notes = _sane(ops, framework, profiler_steps, source)
+    if notes:
+        found = meta.get("warnings")
+        meta["warnings"] = [*(found if isinstance(found, list) else []), *notes]
     origin = _origin(ops, framework, profiler_steps, first_event_ns)
     meta["origin_ns"] = origin
     ops_table = _ops_table(ops, profiler_steps, origin)
     fw_table = _framework_table(framework, profiler_steps, origin) if framework is not None else None
     frames = _step_frames(ops_table, profiler_steps, origin)
     return Profile(kind, source, ops_table, fw_table, None, meta, frames)
+
+
+def _sane(
+    ops: RawOps, framework: RawFramework | None, steps: RawSteps | None, source: str
+) -> tuple[RawOps, RawFramework | None, RawSteps | None, list[str]]:
+    """The rows whose times a real profiler could have written (see sanity.py); what was dropped, as notes."""
+    keep, notes = check_task_times(ops.columns, source)
+    if not keep.all():
+        mask = pa.array(keep)
+        step_time = ops.step_time_ns[keep] if ops.step_time_ns is not None else None
+        ops = RawOps({k: v.filter(mask) for k, v in ops.columns.items()}, step_time)
+    if framework is not None:
+        fw_keep, fw_notes = check_spans(framework.start_ns, framework.dur_ns, "framework op")
+        if fw_notes:
+            framework = _filter_framework(framework, fw_keep)
+            notes += fw_notes
+    if steps is not None:
+        st_keep, st_notes = check_spans(steps.start_ns, steps.dur_ns, "profiler step")
+        if st_notes:
+            steps = RawSteps(steps.step[st_keep], steps.start_ns[st_keep], steps.dur_ns[st_keep])
+            notes += st_notes
+    return ops, framework, steps, notes
+
+
+def _filter_framework(fw: RawFramework, keep: np.ndarray) -> RawFramework:
+    rows = np.flatnonzero(keep)
+
+    def pick(values: list[Any] | pa.Array) -> list[Any] | pa.Array:
+        if isinstance(values, pa.Array):
+            return values.take(pa.array(rows))
+        return [values[i] for i in rows.tolist()] if values else values
+
+    return RawFramework(
+        index=fw.index[rows],
+        name=pick(fw.name),
+        start_ns=fw.start_ns[rows],
+        dur_ns=fw.dur_ns[rows],
+        pid=list(pick(fw.pid)),
+        tid=list(pick(fw.tid)),
+        input_shapes=pick(fw.input_shapes),
+    )
 
 
 def _origin(ops: RawOps, framework: RawFramework | None, steps: RawSteps | None, first_event_ns: int | None) -> int:

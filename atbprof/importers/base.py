@@ -65,3 +65,9 @@ class Profile:
     steps: pa.Table | None = None  # STEPS_SCHEMA (our runs) when known
     meta: dict[str, object] = field(default_factory=dict)  # device, run.json summary, profiler level, ...
     step_frames: pa.Table | None = None  # STEP_FRAMES_SCHEMA, any input kind, when steps are known
+
+
+def import_warnings(profile: Profile) -> list[str]:
+    """What the importer repaired or could not read (dropped rows, unreadable side files), one line each."""
+    found = profile.meta.get("warnings")
+    return [str(w) for w in found] if isinstance(found, list) else []

@@ -131,7 +131,7 @@ def read_steps(path: str | Path) -> pa.Table:
 
     path = Path(path)
     try:
-        steps = pq.read_table(path)
+        steps = pq.read_table(path, page_checksum_verification=True)
     except (pa.ArrowException, OSError) as err:
         raise InputError(f"{path}: not a Parquet file ({err}); re-create the run with `atbprof run`") from None
     missing = [f.name for f in STEPS_SCHEMA if f.name not in steps.column_names]
@@ -145,7 +145,35 @@ def read_ops(path: str | Path) -> pa.Table:
     import pyarrow.parquet as pq
 
     ops_metadata(path)
-    return pq.read_table(path, schema=OPS_SCHEMA)
+    try:
+        ops = pq.read_table(path, schema=OPS_SCHEMA, page_checksum_verification=True)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{path}: damaged ({err}); re-create the run with `atbprof run`") from None
+    check_times(ops, str(path), need_rows=False)
+    return ops
+
+
+WEEK_NS = 7 * 86_400 * 10**9
+
+
+def check_times(ops: pa.Table, source: str, *, need_rows: bool = True) -> None:
+    """An op table of ours: at least one op (`need_rows`), starts >= 0, durations in [0, a week]; else it was
+    damaged."""
+    import pyarrow.compute as pc
+
+    if ops.num_rows == 0 and not need_rows:
+        return
+    if ops.num_rows == 0:
+        raise InputError(f"{source}: an op table with no ops; re-create the run with `atbprof run`")
+    for column, lo, hi in (("task_start_ns", 0, 2**62), ("task_dur_ns", 0, WEEK_NS)):
+        values = ops.column(column)
+        bounds = pc.min_max(values)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if values.null_count or low is None or low < lo or high > hi:
+            raise InputError(
+                f"{source}: {column} holds impossible values (min {low}, max {high}, {values.null_count} null; "
+                f"expected {lo} to {hi:,}): the file was damaged or edited; re-create the run with `atbprof run`"
+            )
 
 
 STEPS_SCHEMA = pa.schema(

@@ -20,6 +20,7 @@ def _write_options(schema: pa.Schema) -> dict[str, object]:
         "compression_level": 1,
         "use_dictionary": strings,
         "write_statistics": True,
+        "write_page_checksum": True,  # a flipped byte is an error on read, not a silently different start time
     }
 
 

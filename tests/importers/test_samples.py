@@ -52,7 +52,9 @@ PINS = [
         (13,),
         None,
     ),  # the cluster's rank 0: the same capture as QWEN
-    Pin(MSTT / "kernel_details_fa_matmul_pipeutil.csv", KD, 29, 10_061_159, 5, "FlashAttentionScore", (19,), None),
+    Pin(
+        MSTT / "kernel_details_fa_matmul_pipeutil.csv", KD, 26, 8_497_229, 5, "FlashAttentionScore", (19,), None
+    ),  # 3 exact duplicates dropped (a hand-edited fixture)
     Pin(MSTT / "kernel_details_gpt_layernorm_train.csv", KD, 591, 396_807_040, 43, "ZerosLike", (1,), None),
     Pin(LEVEL0 / OUT / "trace_view.json", TV, 191, 94_344_340, 34, "TransData", (50,), 859),
     Pin(MSTT / "trace_view.json", TV, 274, 1_788_267, 29, "ZerosLike", (1,), 710),
@@ -278,3 +280,12 @@ def test_op_statistic_is_refused_with_a_clear_message() -> None:
 def test_other_profiler_outputs_are_refused(name: str) -> None:
     with pytest.raises(InputError, match=name.replace(".", r"\.")):
         load_profile(shared(QWEN / OUT / name))
+
+
+def test_exact_duplicates_of_the_hand_edited_fixture_are_dropped_with_a_note() -> None:
+    """The mstt fixture repeats 3 rows exactly (its README says so): dropped, and the profile says so."""
+    profile = load_profile(shared(MSTT / "kernel_details_fa_matmul_pipeutil.csv"))
+    assert profile.meta["warnings"] == [
+        "dropped 3 exact duplicate task(s) (same name, stream, start and duration as an earlier row; first: row 10, "
+        "aclnnMatmul_MatMulV3Common_MatMulV5)"
+    ]

@@ -4,6 +4,8 @@ traces); HolisticTraceAnalysis loads ~65-90k events/s there (scripts/bench_analy
 
 from __future__ import annotations
 
+import csv
+
 import gzip
 import time
 from pathlib import Path
@@ -25,11 +27,18 @@ def _seconds(path: Path) -> float:
 
 
 def test_kernel_details_rows_per_second(tmp_path: Path) -> None:
-    lines = shared(QWEN / OUT / "kernel_details.csv").read_bytes().rstrip(b"\n").split(b"\n")
-    header, rows = lines[0], lines[1:]
+    with open(shared(QWEN / OUT / "kernel_details.csv"), newline="") as fh:
+        header, *rows = list(csv.reader(fh))
+    at = header.index("Start Time(us)")
     copies = 200_000 // len(rows) + 1
     path = tmp_path / "kernel_details.csv"
-    path.write_bytes(header + b"\n" + (b"\n".join(rows) + b"\n") * copies)
+    with open(path, "w", newline="") as fh:  # each copy one second later: distinct tasks, as a longer capture
+        out = csv.writer(fh)
+        out.writerow(header)
+        for k in range(copies):
+            for row in rows:
+                whole, _, rest = row[at].partition(".")
+                out.writerow([*row[:at], f"{int(whole) + k * 1_000_000}.{rest}", *row[at + 1 :]])
     n = copies * len(rows)
     seconds = _seconds(path)
     print(f"kernel_details: {n} rows in {seconds:.2f} s = {n / seconds:,.0f} rows/s")
