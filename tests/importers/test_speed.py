@@ -5,7 +5,6 @@ traces); HolisticTraceAnalysis loads ~65-90k events/s there (scripts/bench_analy
 from __future__ import annotations
 
 import csv
-
 import gzip
 import time
 from pathlib import Path
