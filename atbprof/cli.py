@@ -200,27 +200,42 @@ def open_(
     run_or_trace: Annotated[Path, typer.Argument(help="A run directory or a trace file.")],
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (the Perfetto UI expects 9001).")] = 9001,
     browser: Annotated[bool, typer.Option("--browser/--no-browser", help="Open the link in a web browser.")] = False,
-    timeout: Annotated[float | None, typer.Option(help="Stop after this many seconds if nobody fetched it.")] = None,
+    timeout: Annotated[
+        float | None, typer.Option(min=0.01, help="Stop after this many seconds if nobody fetched it (exit 1).")
+    ] = None,
+    ui: Annotated[
+        str,
+        typer.Option("--ui", help="The Perfetto UI to open it in (a self-hosted or offline one: its URL)."),
+    ] = "https://ui.perfetto.dev",
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
 ) -> None:
-    """Serve a run's trace on 127.0.0.1 and print the ui.perfetto.dev link that loads it."""
+    """Serve a run's trace on 127.0.0.1 and print the Perfetto UI link that loads it."""
     from atbprof.serve import serve_trace
 
+    unfetched = False
+
     def body() -> None:
+        nonlocal unfetched
         console = _console()
         result = serve_trace(
             run_or_trace,
             port=port,
             open_browser=browser,
             timeout=timeout,
+            ui=ui,
             on_ready=lambda url: console.print(
                 f"Open in Perfetto: {url}\n(serving until the trace is fetched; Ctrl-C stops)"
             ),
             on_notice=lambda msg: console.print(f"[yellow]note:[/yellow] {msg}"),
         )
-        console.print(f"stopped: {result.reason} ({result.fetches} fetch(es) of {result.trace})")
+        others = f", {result.other_fetches} without the UI's origin" if result.other_fetches else ""
+        console.print(f"stopped: {result.reason} ({result.fetches} fetch(es) of {result.trace} by the UI{others})")
+        unfetched = result.fetches == 0
 
     _guard(body, verbose)
+    if unfetched:
+        typer.echo("error: the Perfetto UI never fetched the trace", err=True)
+        raise typer.Exit(1)
 
 
 class AnalyzeFormat(str, Enum):

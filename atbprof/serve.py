@@ -14,7 +14,13 @@ Choices, and why:
   Network Access header. The UI's `POST /status` probe (looking for trace_processor_shell on 9001) gets a 404.
 - Only the one trace file is served, by exact path: no listing, no other files, so no traversal (`..`, `%2e%2e`,
   absolute paths) can reach anything; a trace that is a symlink leaving its run directory is refused; requests
-  whose Host is not 127.0.0.1/localhost are refused (DNS rebinding).
+  whose Host is not 127.0.0.1/localhost are refused (DNS rebinding). The file is opened once, without following
+  a symlink, and every request reads that descriptor: replacing the path while serving changes nothing.
+- Only a complete GET whose Origin is the UI's counts as "the fetch" that stops the server; a GET without an
+  Origin (curl) is served and counted apart; one from another Origin is refused (403).
+- Connections: at most 16 at a time (more are closed at once), each with a 10 s socket timeout, so half-open
+  connections cannot pile up threads.
+- `--ui URL` serves a self-hosted or offline Perfetto UI: the CORS origin and the deep link follow it.
 - The bytes are sent as stored (a .json.gz goes out as application/gzip, not re-encoded: trace_processor
   decompresses it itself), with Content-Length so the UI shows progress.
 - In a run directory `trace.pftrace` is preferred to `trace.json.gz`: the native format has no JSON-importer quirks
@@ -25,7 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import shutil
+import os
+import socket
+import stat
 import threading
 import time
 import webbrowser
@@ -44,6 +52,9 @@ HOST = "127.0.0.1"
 RUN_TRACE_FILES = ("trace.pftrace", "trace.json.gz", "trace.json")
 """What a run directory may hold, in order of preference."""
 PORT_TRIES = 20
+MAX_CONNECTIONS = 16
+SOCKET_TIMEOUT_S = 10.0
+_CHUNK = 1 << 20
 _CONTENT_TYPES = {".gz": "application/gzip", ".json": "application/json"}
 
 Reason = Literal["fetched", "timeout", "interrupted"]
@@ -57,9 +68,11 @@ class ServeResult:
     """The ui.perfetto.dev deep link."""
     trace_url: str
     fetches: int
-    """Complete GETs of the trace."""
+    """Complete GETs of the trace from the UI's origin."""
     reason: Reason
     notice: str | None = None
+    other_fetches: int = 0
+    """Complete GETs without an Origin (curl, wget): served, but they do not stop the server."""
 
 
 def find_trace(path: Path) -> Path:
@@ -89,9 +102,32 @@ def find_trace(path: Path) -> Path:
     return path.resolve()
 
 
-def deep_link(port: int, name: str) -> str:
-    link = f"{PERFETTO_UI}/#!/?url=http://{HOST}:{port}/{quote(name)}"
+def ui_origin(ui: str) -> str:
+    """The origin (scheme://host[:port]) of a Perfetto UI address; InputError for anything else."""
+    parts = urlsplit(ui)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.username or parts.password:
+        raise InputError(
+            f"--ui {ui!r}: expected the address of a Perfetto UI, e.g. https://ui.perfetto.dev or "
+            "http://127.0.0.1:10000 (a self-hosted or offline UI)"
+        )
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def deep_link(port: int, name: str, ui: str = PERFETTO_UI) -> str:
+    link = f"{ui.rstrip('/')}/#!/?url=http://{HOST}:{port}/{quote(name)}"
     return link if port == DEFAULT_PORT else f"{link}&rpc_port={port}"
+
+
+def ssh_hint(port: int, environ: dict[str, str] | None = None) -> str | None:
+    """Over SSH the browser runs elsewhere: how to forward the port (None on a local session)."""
+    env = os.environ if environ is None else environ
+    if not env.get("SSH_CONNECTION") and not env.get("SSH_CLIENT"):
+        return None
+    host = socket.gethostname()
+    return (
+        f"this is an SSH session: the browser's 127.0.0.1 is your own machine, so forward the port first, "
+        f"from your machine: ssh -N -L {port}:127.0.0.1:{port} {host}"
+    )
 
 
 def port_notice(port: int, requested: int) -> str | None:
@@ -116,12 +152,30 @@ class _TraceHTTPServer(ThreadingHTTPServer):
 
     def __init__(self, port: int, owner: TraceServer) -> None:
         self.owner = owner
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         super().__init__((HOST, port), _Handler)
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if not self.slots.acquire(blocking=False):  # bounded: the next connection waits for none of them
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _TraceHTTPServer
     server_version = "atbprof"
+    timeout = SOCKET_TIMEOUT_S  # a silent or half-open client frees its thread after this
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # requests are recorded in TraceServer.requests instead of printed
@@ -150,8 +204,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _allowed(self) -> bool:
-        """Refuse (and answer) a request from a foreign Host or for anything but the trace."""
-        if not self._host_ok():
+        """Refuse (and answer) a request from a foreign Host or Origin, or for anything but the trace."""
+        origin = self.headers.get("Origin")
+        if not self._host_ok() or (origin is not None and origin != self.server.owner.allow_origin):
             self._refuse(403)
             return False
         if not self._is_trace():
@@ -188,31 +243,37 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._allowed():
             return
         owner = self.server.owner
-        try:
-            f = owner.trace.open("rb")
-        except OSError:
-            self._refuse(404)
+        self.send_response(200)
+        self._cors()
+        self.send_header("Content-Type", _CONTENT_TYPES.get(owner.trace.suffix, "application/octet-stream"))
+        self.send_header("Content-Length", str(owner.size))
+        self.send_header("Content-Disposition", f'inline; filename="{owner.name}"')
+        self.end_headers()
+        if not body:
+            owner.record(self.command, self.path, 200)
             return
-        with f:
-            size = f.seek(0, 2)
-            f.seek(0)
-            self.send_response(200)
-            self._cors()
-            self.send_header("Content-Type", _CONTENT_TYPES.get(owner.trace.suffix, "application/octet-stream"))
-            self.send_header("Content-Length", str(size))
-            self.send_header("Content-Disposition", f'inline; filename="{owner.name}"')
-            self.end_headers()
-            if not body:
-                owner.record(self.command, self.path, 200)
-                return
-            try:
-                shutil.copyfileobj(f, self.wfile, 1 << 20)
-                self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                owner.record(self.command, self.path, 499)  # the client went away: not a fetch
-                return
+        try:
+            for offset in range(0, owner.size, _CHUNK):  # the descriptor opened at start, never the path again
+                self.wfile.write(os.pread(owner.fd, min(_CHUNK, owner.size - offset), offset))
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            owner.record(self.command, self.path, 499)  # the client went away: not a fetch
+            return
         owner.record(self.command, self.path, 200)
-        owner.mark_fetched()
+        owner.mark_fetched(from_ui=self.headers.get("Origin") == owner.allow_origin)
+
+
+def _open_once(trace: Path) -> tuple[int, int]:
+    """The trace opened for reading without following a symlink (a descriptor and its size)."""
+    try:
+        fd = os.open(trace, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise InputError(f"{trace}: cannot open it ({err.strerror}); is it a symlink or unreadable?") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise InputError(f"{trace} is not a regular file; pass a trace file or a run directory")
+    return fd, st.st_size
 
 
 def _bind(port: int, owner: TraceServer, tries: int) -> _TraceHTTPServer:
@@ -233,17 +294,24 @@ class TraceServer:
     """Serves one trace file on 127.0.0.1 (port 0 = any free port, for tests). Use as a context manager."""
 
     def __init__(
-        self, trace: Path, port: int = DEFAULT_PORT, *, allow_origin: str = PERFETTO_UI, port_tries: int = PORT_TRIES
+        self, trace: Path, port: int = DEFAULT_PORT, *, ui: str = PERFETTO_UI, port_tries: int = PORT_TRIES
     ) -> None:
         self.trace = Path(trace)
         self.name = self.trace.name
         self.requested_port = port
-        self.allow_origin = allow_origin
+        self.ui = ui
+        self.allow_origin = ui_origin(ui)
         self.fetched = threading.Event()
         self.fetches = 0
+        self.other_fetches = 0
         self.requests: list[tuple[str, str, int]] = []
         self._lock = threading.Lock()
-        self._httpd = _bind(port, self, port_tries)
+        self.fd, self.size = _open_once(self.trace)
+        try:
+            self._httpd = _bind(port, self, port_tries)
+        except BaseException:
+            os.close(self.fd)
+            raise
         self.port: int = self._httpd.server_address[1]
         self._thread: threading.Thread | None = None
 
@@ -253,19 +321,22 @@ class TraceServer:
 
     @property
     def url(self) -> str:
-        return deep_link(self.port, self.name)
+        return deep_link(self.port, self.name, self.ui)
 
     @property
     def notice(self) -> str | None:
-        return port_notice(self.port, self.requested_port)
+        return port_notice(self.port, self.requested_port) if self.allow_origin == PERFETTO_UI else None
 
     def record(self, method: str, path: str, status: int) -> None:
         with self._lock:
             self.requests.append((method, path, status))
             del self.requests[:-100]
 
-    def mark_fetched(self) -> None:
+    def mark_fetched(self, from_ui: bool = True) -> None:
         with self._lock:
+            if not from_ui:
+                self.other_fetches += 1
+                return
             self.fetches += 1
         self.fetched.set()
 
@@ -281,6 +352,9 @@ class TraceServer:
             self._thread.join(5)
             self._thread = None
         self._httpd.server_close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def __enter__(self) -> TraceServer:
         self.start()
@@ -313,23 +387,28 @@ def serve_trace(
     on_ready: Callable[[str], None] | None = None,
     *,
     on_notice: Callable[[str], None] | None = None,
+    ui: str = PERFETTO_UI,
 ) -> ServeResult:
     """Serve the trace of a run directory (or a trace file) until Perfetto fetched it once (or timeout / Ctrl-C).
 
     `on_ready` gets the ui.perfetto.dev deep link once the server listens; `on_notice` any caveat (a port other
     than 9001). Raises `InputError` for a missing run directory, a directory without a trace, or busy ports.
     """
+    ui_origin(ui)  # a bad --ui before anything is opened
     trace = find_trace(Path(path))
-    with TraceServer(trace, port) as server:
-        if server.notice and on_notice is not None:
-            on_notice(server.notice)
+    with TraceServer(trace, port, ui=ui) as server:
+        for notice in (server.notice, ssh_hint(server.port)):
+            if notice and on_notice is not None:
+                on_notice(notice)
         if on_ready is not None:
             on_ready(server.url)
         if open_browser:
             with contextlib.suppress(webbrowser.Error):
                 webbrowser.open_new_tab(server.url)
         reason = server.wait(once=once, timeout=timeout)
-    return ServeResult(trace, server.port, server.url, server.trace_url, server.fetches, reason, server.notice)
+    return ServeResult(
+        trace, server.port, server.url, server.trace_url, server.fetches, reason, server.notice, server.other_fetches
+    )
 
 
 @contextlib.contextmanager

@@ -139,7 +139,8 @@ def test_serve_trace_stops_after_one_fetch(run_dir: Path) -> None:
         trace_url = url.split("url=", 1)[1].split("&", 1)[0]
 
         def get() -> None:
-            with urllib.request.urlopen(trace_url, timeout=5) as response:
+            request = urllib.request.Request(trace_url, headers={"Origin": PERFETTO_UI})  # as the UI fetches
+            with urllib.request.urlopen(request, timeout=5) as response:
                 seen["body"] = response.read()
 
         threading.Thread(target=get, daemon=True).start()
@@ -155,8 +156,10 @@ def test_serve_trace_stops_after_one_fetch(run_dir: Path) -> None:
 
 def test_real_example_trace_is_byte_equal(tmp_path: Path) -> None:
     before = (EXAMPLE_RUN / "trace.json.gz").read_bytes()
-    with serving(EXAMPLE_RUN) as s, urllib.request.urlopen(s.trace_url, timeout=5) as response:
-        assert response.read() == before
+    with serving(EXAMPLE_RUN) as s:
+        request = urllib.request.Request(s.trace_url, headers={"Origin": PERFETTO_UI})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.read() == before
         assert s.wait(timeout=5) == "fetched"
     assert (EXAMPLE_RUN / "trace.json.gz").read_bytes() == before
 
