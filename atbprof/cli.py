@@ -98,8 +98,14 @@ def run(
         overrides += list(set_ or [])  # after --fusion, so --set fusion.enable=[...] refines the strategy
         if trace_format is not None:
             overrides.append(f"output.trace_format={trace_format}")
-        for key, value in (("output.trace_steps", trace_steps), ("output.trace_layers", trace_layers)):
+        from atbprof.writers.selection import parse_ranges
+
+        for key, option, value in (
+            ("output.trace_steps", "--trace-steps", trace_steps),
+            ("output.trace_layers", "--trace-layers", trace_layers),
+        ):
             if value is not None:
+                parse_ranges(value, option)  # the option's own message, not one about a --set
                 overrides.append(f"{key}='{value}'")
         if numerics or weights is not None:
             overrides.append("numerics.enabled=true")
@@ -152,16 +158,25 @@ def export(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `atbprof run`.")],
     to: Annotated[ExportTo, typer.Option("--to", help="ascend-pt (torch_npu profiler) or msprof (native PROF_*).")],
     out: Annotated[Path, typer.Option(help="Directory to write the profile directory into.")],
-    force: Annotated[bool, typer.Option(help="Replace an existing export.")] = False,
+    force: Annotated[bool, typer.Option(help="Replace an existing export (one atbprof wrote).")] = False,
+    trace_steps: Annotated[
+        str | None, typer.Option(help="Steps in the timeline JSON, e.g. 0-8,100 (default: the run's, capped).")
+    ] = None,
+    trace_layers: Annotated[str | None, typer.Option(help="Decoder layers in the timeline JSON, e.g. 0-1,31.")] = None,
+    trace_max_mb: Annotated[
+        float | None,
+        typer.Option(min=1, help="Keep the whole steps that fit in this much timeline JSON (default: the run's, 600)."),
+    ] = None,
     format_: Annotated[OutputFormat, typer.Option("--format", help="Result as rich text or JSON.")] = OutputFormat.rich,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
 ) -> None:
     """Write a run in the layouts Ascend's tools read (msprof-analyze, MindStudio Insight)."""
-    from atbprof.export import export_run
+    from atbprof.export import TraceChoice, export_run
     from atbprof.render.export import export_json, render_export
 
     def body() -> None:
-        result = export_run(run_dir, to.value, out, force)
+        choice = TraceChoice(trace_steps, trace_layers, trace_max_mb)
+        result = export_run(run_dir, to.value, out, force, choice)
         if format_ is OutputFormat.json:
             sys.stdout.write(orjson.dumps(export_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
         else:

@@ -34,6 +34,12 @@ class SchemaError(InputError):
     """An op table whose columns do not match the op schema."""
 
 
+class UsageError(AtbprofError):
+    """A command-line option with a value it cannot take (the message names the option)."""
+
+    exit_code = 2
+
+
 class OutputExistsError(AtbprofError):
     """Refusing to overwrite something the user already has."""
 

@@ -141,9 +141,7 @@ class ExecutionSection(_Section):
         default=60.0, ge=0, le=1e6, description="graph mode: host cost to launch one step's graph"
     )
     device_gap_us: float = Field(default=1.5, ge=0, le=1e6, description="graph mode: device-side gap between kernels")
-    launch_latency_us: float = Field(
-        default=5.0, ge=0, le=1e6, description="host launch -> task visible to the device"
-    )
+    launch_latency_us: float = Field(default=5.0, ge=0, le=1e6, description="host launch -> task visible to the device")
     queue_depth: int = Field(
         default=1024, ge=1, le=1_000_000, description="host->device task queue depth (host blocks when full)"
     )
@@ -222,8 +220,7 @@ class OutputSection(_Section):
         default=200_000_000,
         ge=1,
         le=10**10,
-        description="refuse a run that would produce more ops (before any work; ~2.3 M ops/s, ~10 bytes/op of "
-        "Parquet)",
+        description="refuse a run that would produce more ops (before any work; ~2.3 M ops/s, ~10 bytes/op of Parquet)",
     )
     trace_max_mb: float | None = Field(
         default=600,

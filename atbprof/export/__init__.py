@@ -16,6 +16,7 @@ from typing import Literal
 from atbprof.errors import InputError, OutputExistsError
 from atbprof.export import ascend_pt, msprof
 from atbprof.export.common import load_run
+from atbprof.export.selection import TimelineSlice, TraceChoice, export_selection
 from atbprof.outputs import MARKER, check_output_dir, staged_dir
 
 ExportTarget = Literal["ascend-pt", "msprof"]
@@ -30,10 +31,14 @@ class ExportResult:
     op_rows: int  # rows of kernel_details.csv / op_summary_*.csv (= ops.parquet rows)
     steps: int  # rows of step_trace_time.csv / ProfilerStep markers
     trace_events: int  # events in trace_view.json / msprof_*.json
+    note: str | None = None  # what the timeline covers when it is not the whole run
 
 
-def export_run(run_dir: Path, to: ExportTarget, out: Path, force: bool = False) -> ExportResult:
-    """Write the run in `run_dir` as a `to` profile directory under `out`.
+def export_run(
+    run_dir: Path, to: ExportTarget, out: Path, force: bool = False, trace: TraceChoice | None = None
+) -> ExportResult:
+    """Write the run in `run_dir` as a `to` profile directory under `out`; the timeline JSON keeps the steps and
+    layers `trace` (else the run's own output settings) choose, within the trace size cap.
 
     Raises InputError (missing / damaged run directory, unknown target, --out inside the run) and
     OutputExistsError (the target directory exists and `force` is False).
@@ -47,10 +52,11 @@ def export_run(run_dir: Path, to: ExportTarget, out: Path, force: bool = False) 
         raise OutputExistsError(f"{out} exists and is not a directory; give --out a directory")
     root = out / layout.dir_name(source)
     target = check_output_dir(root, "export", force=force, inputs=[source.run_dir])
+    selection = export_selection(source, to, trace or TraceChoice())
     with staged_dir(target, "export", lambda: check_output_dir(root, "export", force=force)) as tmp:
-        rows, events = layout.write(source, tmp)
+        rows, events = layout.write(source, tmp, TimelineSlice(selection))
     files = tuple(sorted(p for p in root.rglob("*") if p.is_file() and p.name != MARKER))
-    return ExportResult(to, root, files, rows, source.steps.num_rows, events)
+    return ExportResult(to, root, files, rows, source.steps.num_rows, events, selection.describe())
 
 
-__all__ = ["TARGETS", "ExportResult", "ExportTarget", "export_run"]
+__all__ = ["TARGETS", "ExportResult", "ExportTarget", "TraceChoice", "export_run"]

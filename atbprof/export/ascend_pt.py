@@ -25,6 +25,7 @@ from atbprof.export.common import (
     text_bytes,
     wall_clock,
 )
+from atbprof.export.selection import TimelineSlice
 from atbprof.export.tables import (
     KERNEL_DETAILS_BASE,
     OP_COLUMNS,
@@ -125,8 +126,9 @@ def profiler_info(source: RunSource) -> dict[str, Any]:
     }
 
 
-def write(source: RunSource, root: Path) -> tuple[int, int]:
-    """Write the export into `root` (an empty directory); returns (op rows, trace events)."""
+def write(source: RunSource, root: Path, timeline: TimelineSlice) -> tuple[int, int]:
+    """Write the export into `root` (an empty directory), the timeline only of `timeline`'s ops; returns (op rows,
+    trace events)."""
     # json.dumps with indent 4 / default separators: the byte layout torch_npu writes
     (root / "profiler_info_0.json").write_text(json.dumps(profiler_info(source), indent=4))
     meta = {"ENV_VARIABLES": dict.fromkeys(ENV_VARIABLES, ""), "atbprof": provenance(source)}
@@ -137,13 +139,13 @@ def write(source: RunSource, root: Path) -> tuple[int, int]:
     with open(out / "kernel_details.csv", "wb") as kernels, open(out / "trace_view.json", "wb") as trace_fh:
         kernels.write((",".join((*KERNEL_DETAILS_BASE, *cells.pmu_header)) + "\n").encode())
         trace = TraceWriter(trace_fh, source, "torch_npu")
-        trace.open(streams_of(source), source.steps)
+        trace.open(streams_of(source), timeline.steps(source.steps))
         for b, busy in tracker.batches(source, ("op_index", *OP_COLUMNS)):
             kernels.write(text_bytes(kernel_details_lines(cells, b)))
-            trace.write_batch(b, busy)
+            trace.write_batch(*timeline.batch(b, busy))
             stats.add(b)
             computing.add(b, busy.new_busy)
-        trace.close(tracker)
+        trace.close(timeline.closing_tracker(tracker))
     (out / "op_statistic.csv").write_text(stats.csv())
     (out / "step_trace_time.csv").write_text(computing.csv(source.steps))
     return source.ops_rows, trace.events

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from atbprof.export.ascend_pt import provenance, run_end_ns, streams_of
 from atbprof.export.common import RunSource, text_bytes, wall_clock
+from atbprof.export.selection import TimelineSlice
 from atbprof.export.tables import (
     OP_COLUMNS,
     OP_SUMMARY_BASE,
@@ -55,8 +56,9 @@ Insight. Times: run time 0 is mapped to 2025-01-01T00:00:00Z.
 """
 
 
-def write(source: RunSource, root: Path) -> tuple[int, int]:
-    """Write the export into `root` (an empty directory); returns (op rows, trace events)."""
+def write(source: RunSource, root: Path, timeline: TimelineSlice) -> tuple[int, int]:
+    """Write the export into `root` (an empty directory), the timeline only of `timeline`'s ops; returns (op rows,
+    trace events)."""
     out = root / OUTPUT_DIR
     out.mkdir()
     stamp = wall_clock(run_end_ns(source), 14)
@@ -70,13 +72,13 @@ def write(source: RunSource, root: Path) -> tuple[int, int]:
         summary.write((",".join((*OP_SUMMARY_BASE, *cells.pmu_header)) + "\n").encode())
         tasks.write((TASK_TIME_HEADER + "\n").encode())
         trace = TraceWriter(trace_fh, source, "msprof")
-        trace.open(streams_of(source), source.steps)
+        trace.open(streams_of(source), timeline.steps(source.steps))
         for b, busy in tracker.batches(source, ("op_index", *OP_COLUMNS)):
             summary.write(text_bytes(op_summary_lines(cells, b)))
             tasks.write(text_bytes(task_time_lines(b)))
-            trace.write_batch(b, busy)
+            trace.write_batch(*timeline.batch(b, busy))
             stats.add(b)
-        trace.close(tracker)
+        trace.close(timeline.closing_tracker(tracker))
     (out / f"op_statistic_{stamp}.csv").write_text(stats.csv())
     (out / "README.txt").write_text(_readme(source, stamp))
     return source.ops_rows, trace.events

@@ -17,6 +17,7 @@ def export_json(result: ExportResult) -> dict[str, Any]:
         "op_rows": result.op_rows,
         "steps": result.steps,
         "trace_events": result.trace_events,
+        "note": result.note,
     }
 
 
@@ -27,6 +28,8 @@ def render_export(result: ExportResult, console: Console) -> None:
     )
     for path in result.files:
         console.print(f"  {path.relative_to(result.root)}")
+    if result.note:
+        console.print(f"note: the timeline JSON {result.note.removeprefix('the trace ')}")
     if result.target == "ascend-pt":
         console.print(f"next: msprof-analyze advisor all -d {result.root}   (or open it in MindStudio Insight)")
     else:

@@ -13,14 +13,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from atbprof.errors import ConfigError
+from atbprof.errors import ConfigError, UsageError
 
 # measured on traces/examples: JSON bytes per device task with its host launch, flow, overlap and model slices
 BYTES_PER_OP = {"eager": 1070, "graph": 810}
 
 
 def parse_ranges(text: str, key: str) -> list[tuple[int, int | None]]:
-    """'0-3,10,20-' -> [(0, 3), (10, 10), (20, None)] (inclusive; an open end runs to the last)."""
+    """'0-3,10,20-' -> [(0, 3), (10, 10), (20, None)] (inclusive; an open end runs to the last). `key` names the
+    config key or the command-line option (`--trace-steps`) in messages."""
+    option = key.startswith("--")
+    error, named = (UsageError, f"{key} {text!r}") if option else (ConfigError, f"{key} = {text!r}")
     out: list[tuple[int, int | None]] = []
     for part in (p.strip() for p in text.split(",")):
         lo, dash, hi = part.partition("-")
@@ -28,9 +31,9 @@ def parse_ranges(text: str, key: str) -> list[tuple[int, int | None]]:
             a = int(lo)
             b = (int(hi) if hi.strip() else None) if dash else a
         except ValueError:
-            raise ConfigError(f"{key} = {text!r}: expected ranges like 0-3,10,20- (non-negative integers)") from None
+            raise error(f"{named}: expected ranges like 0-3,10,20- (non-negative integers)") from None
         if a < 0 or (b is not None and b < a):
-            raise ConfigError(f"{key} = {text!r}: range {part!r} is empty or negative")
+            raise error(f"{named}: range {part!r} is empty or negative (write low-high, e.g. 2-5)")
         out.append((a, b))
     return out
 
@@ -101,22 +104,26 @@ def select_trace(
     steps: str | None,
     layers: str | None,
     max_mb: float | None,
+    *,
+    per_op: int | None = None,
+    keys: tuple[str, str] = ("output.trace_steps", "output.trace_layers"),
 ) -> TraceSelection:
     """`ops_per_step[s]`: tasks of step s; `layer_ops[s]`: of those, tasks inside decoder layers (the rest are
-    model-level); the selection estimates its size from BYTES_PER_OP."""
-    per_op = BYTES_PER_OP[mode]
+    model-level); the selection estimates its size from `per_op` bytes (default BYTES_PER_OP of the mode).
+    `keys` name the two range options in messages."""
+    per_op = per_op or BYTES_PER_OP[mode]
     counts = np.asarray(ops_per_step, dtype=np.int64)
     in_layers = np.asarray(layer_ops, dtype=np.int64)
     all_steps = np.arange(len(counts))
     layer_sel = None
     ops = counts.copy()
     if layers is not None:
-        layer_sel = _members(parse_ranges(layers, "output.trace_layers"), np.arange(n_layers))
+        layer_sel = _members(parse_ranges(layers, keys[1]), np.arange(n_layers))
         ops = counts - in_layers + in_layers * len(layer_sel) // max(n_layers, 1)
     full = int(counts.sum()) * per_op
     auto = False
     if steps is not None:
-        chosen = _members(parse_ranges(steps, "output.trace_steps"), all_steps)
+        chosen = _members(parse_ranges(steps, keys[0]), all_steps)
     else:
         chosen = all_steps
         if max_mb is not None and ops.sum() * per_op > max_mb * 1e6:

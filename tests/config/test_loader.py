@@ -115,9 +115,7 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
 
 def test_wrong_type(tmp_path: Path) -> None:
     path = write(tmp_path, "model: {preset: llama2-7b}\nworkload:\n  prompt_len: lots\n")
-    assert problems(path) == [
-        f"{path} line 3: workload.prompt_len = 'lots': expected a whole number (e.g. 32)"
-    ]
+    assert problems(path) == [f"{path} line 3: workload.prompt_len = 'lots': expected a whole number (e.g. 32)"]
 
 
 def test_batch_size_zero_is_out_of_range(tmp_path: Path) -> None:
