@@ -5,14 +5,22 @@ BIN := $(VENV)/bin
 
 .PHONY: venv test lint format bench calibrate examples clean
 
-# the C sources too: the editable install compiles atbprof/importers/native_src into the source tree
-$(BIN)/atbprof: pyproject.toml $(wildcard atbprof/importers/native_src/*)
+# The stamp, not .venv/bin/atbprof, says the editable install with the test extras is there: the README's main job
+# (`pip install .` into .venv) makes .venv/bin/atbprof too, and `make test` must work after it, and before it.
+# The C sources too: the editable install compiles atbprof/importers/native_src into the source tree.
+STAMP := $(VENV)/.atbprof-dev-install
+$(STAMP): pyproject.toml $(wildcard atbprof/importers/native_src/*)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,torch]'
 	touch $@
 
-venv: $(BIN)/atbprof
+# a later `pip install .` replaces the editable install: reinstall it (python -I: the source tree is not on the path)
+EDITABLE := $(BIN)/python -I -c "import atbprof, pathlib, sys; \
+	sys.exit(pathlib.Path(atbprof.__file__).resolve().parent != pathlib.Path('atbprof').resolve())"
+
+venv: $(STAMP)
+	@$(EDITABLE) 2>/dev/null || { rm -f $(STAMP); $(MAKE) --no-print-directory $(STAMP); }
 
 test: venv
 	$(BIN)/pytest -q

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -63,7 +64,9 @@ def main_options(
 
 @app.command()
 def run(
-    config: Annotated[Path, typer.Option("--config", "-c", help="Run config YAML (see fixtures/).")],
+    config: Annotated[
+        Path, typer.Option("--config", "-c", help="Run config YAML (see fixtures/), or a run directory to run again.")
+    ],
     fusion: Annotated[str | None, typer.Option(help="Fusion strategy: none, default, aggressive, ...")] = None,
     trace_format: Annotated[
         str | None, typer.Option(help="Trace format: chrome (trace.json.gz), perfetto (trace.pftrace) or both.")
@@ -126,7 +129,7 @@ def run(
         err = Console(stderr=True)
         if format_ is OutputFormat.rich and err.is_terminal:
             with Progress(
-                TextColumn("simulating"),
+                TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("ops"),
@@ -134,16 +137,19 @@ def run(
                 console=err,
                 transient=True,
             ) as bar:
-                task = bar.add_task("run", total=None)
+                task = bar.add_task("building the model graph and applying fusion", total=None)
                 result = run_simulation(
-                    cfg, out, force, lambda done, total: bar.update(task, completed=done, total=total)
+                    cfg,
+                    out,
+                    force,
+                    lambda done, total: bar.update(task, completed=done, total=total, description="simulating"),
                 )
         else:
             result = run_simulation(cfg, out, force)
         if format_ is OutputFormat.json:
-            sys.stdout.write(orjson.dumps(run_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
+            sys.stdout.write(orjson.dumps(run_json(result, config), option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
-            render_run(result, _console())
+            render_run(result, _console(), config)
 
     _guard(body, verbose)
 
@@ -283,7 +289,8 @@ def analyze(
 
     def body() -> None:
         nonlocal unfused
-        report = analyze_profile(load_profile(path), patterns_file=str(patterns) if patterns else None, top=top)
+        with _status(f"reading and analyzing {path}", format_ is AnalyzeFormat.rich):
+            report = analyze_profile(load_profile(path), patterns_file=str(patterns) if patterns else None, top=top)
         unfused = report.has_unfused
         _emit(format_, lambda: analysis_json(report), lambda: analysis_markdown(report), render_analysis, report)
 
@@ -338,18 +345,19 @@ def diff(
 
     def body() -> None:
         nonlocal regression
-        result = diff_paths(
-            base,
-            new,
-            trace=trace,
-            force=force,
-            by=by.value,
-            top=top,
-            threshold_pct=parse_percent(threshold, "--threshold"),
-            fail_if_slower_pct=parse_percent(fail_if_slower, "--fail-if-slower") if fail_if_slower else None,
-            name_map=parse_name_map(name_map or []),
-            patterns_file=str(patterns) if patterns else None,
-        )
+        with _status(f"reading and comparing {base} and {new}", format_ is AnalyzeFormat.rich):
+            result = diff_paths(
+                base,
+                new,
+                trace=trace,
+                force=force,
+                by=by.value,
+                top=top,
+                threshold_pct=parse_percent(threshold, "--threshold"),
+                fail_if_slower_pct=parse_percent(fail_if_slower, "--fail-if-slower") if fail_if_slower else None,
+                name_map=parse_name_map(name_map or []),
+                patterns_file=str(patterns) if patterns else None,
+            )
         report = result.report
         regression = report.regression
         _emit(format_, lambda: diff_json(report), lambda: diff_markdown(report), render_diff, report)
@@ -374,6 +382,14 @@ def _emit(
         sys.stdout.write(as_markdown() + "\n")
     else:
         render(report, _console())
+
+
+def _status(what: str, rich_output: bool) -> contextlib.AbstractContextManager[object]:
+    """A spinner on stderr while a long step runs (a terminal and rich output only)."""
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    return err.status(what) if rich_output and err.is_terminal else contextlib.nullcontext()
 
 
 def _console() -> Console:

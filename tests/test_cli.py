@@ -102,8 +102,9 @@ def test_run_writes_the_run_directory_and_prints_the_summary(tmp_path: Path, mon
         "per token",
         f"wrote {out}/ ({', '.join(RUN_FILES)})",
         f"next: atbprof analyze {out}   (unfused norms, latency breakdown, what fusing saves)",
-        f"atbprof open {out}   (loads trace.json.gz in https://ui.perfetto.dev)",
-        f"atbprof run --config <same> --fusion none --out {out}-unfused   (then compare the two)",
+        f"      atbprof open {out}   (loads trace.json.gz in the Perfetto UI)",
+        f"      atbprof run --config {TINY} --fusion none --out {out}-unfused   (the other side)",
+        f"      atbprof diff {out}-unfused {out}   (what fusion changed, with statistics)",
     ):
         assert needle in text, needle
     assert not list(tmp_path.glob(".r.*")), "no temporary directory is left behind"
@@ -128,8 +129,15 @@ def test_run_json_summary(tmp_path: Path) -> None:
 
 
 def test_run_json_matches_golden(tmp_path: Path) -> None:
-    doc = run_json(tmp_path / "r")
+    out = tmp_path / "r"
+    doc = run_json(out)
     doc.pop("out_dir")
+    assert doc.pop("next") == [
+        f"atbprof analyze {out}",
+        f"atbprof open {out}",
+        f"atbprof run --config {TINY} --fusion none --out {out}-unfused",
+        f"atbprof diff {out}-unfused {out}",
+    ]
     check_golden(doc, GOLDEN)
 
 

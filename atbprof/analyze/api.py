@@ -338,8 +338,8 @@ def _next_commands(profile: Profile, findings: list[Finding], ours: bool) -> lis
     if ours and rules:
         # --set, not --fusion: `--fusion X` replaces the whole fusion section, dropping an enable list
         return [
-            f"atbprof run --config CONFIG.yaml --set 'fusion.enable=[{', '.join(rules)}]' --out {path}-fused   "
-            "(CONFIG.yaml: this run's config, recorded in its run.json)",
+            f"atbprof run --config {path} --set 'fusion.enable=[{', '.join(rules)}]' --out {path}-fused   "
+            "(this run again, with those rules: --config takes a run directory)",
             f"atbprof analyze {path}-fused",
         ]
     if ours:

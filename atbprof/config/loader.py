@@ -10,8 +10,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from atbprof.config.models import KV_REUSE_WITH_PAGED_ATTENTION, RunConfig
-from atbprof.config.yamlio import YamlDoc, parse_yaml, read_yaml
-from atbprof.errors import ConfigError
+from atbprof.config.yamlio import Lines, YamlDoc, parse_yaml, read_yaml
+from atbprof.errors import ConfigError, InputError
+from atbprof.suggest import did_you_mean
 
 # seed 002's atb_fusion_config.yaml flags -> atbprof fusion rules (see atbprof/data/fusion_rules.yaml)
 ATB_FLAG_RULES: dict[str, tuple[str, ...]] = {
@@ -140,6 +141,18 @@ def translate_atb_fusion_config(
     return out
 
 
+def _section_keys(path: tuple[str, ...]) -> list[str]:
+    """The keys the config section at `path` allows (for 'did you mean')."""
+    model: Any = RunConfig
+    for part in path:
+        field = getattr(model, "model_fields", {}).get(part)
+        sub = getattr(field, "annotation", None)
+        if sub is None or not hasattr(sub, "model_fields"):
+            return []
+        model = sub
+    return list(getattr(model, "model_fields", {}))
+
+
 _EXPECTED = {
     "int_type": "expected a whole number (e.g. 32)",
     "float_type": "expected a number (e.g. 1.5)",
@@ -162,12 +175,15 @@ def _format_error(
     prefixes = [loc[:n] for n in range(len(loc), 0, -1)]
     overridden = overridden or {}
     item = next((overridden[p] for p in prefixes if p in overridden), None)
+    if item is None and loc:  # a --set below the bad key (`--set executon.mode=graph`) made it
+        item = next((v for k, v in overridden.items() if k[: len(loc)] == loc), None)
     line = next((lines[p] for p in prefixes if p in lines), None)
     where = f"{source}, --set {item}: " if item else f"{source} line {line}: " if line else f"{source}: "
     kind = err["type"]
     msg = err["msg"].removeprefix("Value error, ")
     if kind == "extra_forbidden":
-        return f"{where}{key}: unknown key; remove it or check the spelling"
+        hint = did_you_mean(loc[-1], _section_keys(loc[:-1])) if loc else ""
+        return f"{where}{key}: unknown key{hint}; remove it or check the spelling"
     if kind == "missing":
         if loc == ("model",):
             return (
@@ -184,8 +200,33 @@ def _format_error(
     return f"{where}{key}{shown}: {msg}"
 
 
+def _recorded_config(path: Path) -> tuple[dict[str, Any], Path] | None:
+    """The config a run recorded (a run directory, or its run.json), to run exactly that run again."""
+    run_json = path / "run.json" if path.is_dir() else path
+    if path.is_dir() and not run_json.is_file():
+        raise ConfigError(f"{path} is a directory without run.json; pass a config YAML or a run directory")
+    if run_json.name != "run.json":
+        return None
+    import orjson
+
+    from atbprof.inputs import read_bytes
+
+    try:
+        doc = orjson.loads(read_bytes(run_json, 1 << 28))
+    except (orjson.JSONDecodeError, InputError) as err:
+        raise ConfigError(f"{run_json}: not a run.json written by `atbprof run` ({err})") from None
+    if not isinstance(doc, dict) or "atbprof_version" not in doc or not isinstance(doc.get("config"), dict):
+        raise ConfigError(f"{run_json}: not a run.json written by `atbprof run` (no atbprof_version / config)")
+    return doc["config"], run_json
+
+
 def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    """A run config from a YAML file, or the config a run recorded (its directory or run.json), plus overrides."""
     path = Path(path)
+    recorded = _recorded_config(path)
+    if recorded is not None:
+        data, source = recorded
+        return _validate(data, {}, str(source), overrides, source.parent)
     doc = _read_yaml(path)
     data = doc.data
     if data is None:
@@ -197,8 +238,18 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
             f"{path} is an ATB fusion-strategy file (seed 002's atb_fusion_config.yaml), not a run config: "
             f"reference it from a run config as `fusion: {path.name}` (see fixtures/llama2-7b-atb-graph.yaml)"
         )
-    lines = doc.lines
-    base = path.parent
+    return _validate(data, doc.lines, str(path), overrides, path.parent, path)
+
+
+def _validate(
+    data: dict[str, Any],
+    lines: Lines,
+    source: str,
+    overrides: list[str] | None,
+    base: Path,
+    path: Path | None = None,
+) -> RunConfig:
+    """Overrides applied, shorthands expanded, paths resolved, then the models; every problem one line."""
     overridden: dict[tuple[str, ...], str] = {}
     for item, (key, value) in zip(overrides or [], parse_overrides(overrides or []), strict=True):
         _apply(data, key, value)
@@ -208,7 +259,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
             raw = data[section]
             if section == "fusion" and raw.endswith((".yaml", ".yml")):
                 fpath = Path(_resolve(base, raw) or raw)
-                named = f"`fusion: {raw}` in {path}"
+                named = f"`fusion: {raw}` in {source}"
                 if ("fusion",) in overridden:
                     named = f"--set {overridden[('fusion',)]}"
                 atb = _read_yaml(fpath, f"{named} names an ATB fusion config that is not there")
@@ -219,8 +270,9 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
                 data[section] = _expand_shorthand(section, raw)
     fusion = data.get("fusion")
     if isinstance(fusion, dict) and "fusion_strategy" in fusion:
-        data["fusion"] = translate_atb_fusion_config(fusion, str(path), lines, ("fusion",))
-    data.setdefault("name", re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem))
+        data["fusion"] = translate_atb_fusion_config(fusion, source, lines, ("fusion",))
+    if path is not None:
+        data.setdefault("name", re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).lstrip(".") or "run")
     model = data.get("model")
     if isinstance(model, dict) and isinstance(model.get("hf_config"), str):
         model["hf_config"] = _resolve(base, model["hf_config"])
@@ -233,4 +285,4 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError([_format_error(e, lines, str(path), overridden) for e in err.errors()]) from None
+        raise ConfigError([_format_error(e, lines, source, overridden) for e in err.errors()]) from None

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from atbprof.errors import AtbprofError
+from atbprof.suggest import did_you_mean
 
 KV_REUSE_WITH_PAGED_ATTENTION = (
     "memory.enable_kv_cache_reuse together with paged attention is refused: ATB's KV-cache reuse and "
@@ -80,7 +81,10 @@ class ModelSection(_Section):
 
         if value is not None and value not in PRESETS:
             allowed = ", ".join(PRESETS)
-            raise ValueError(f"unknown preset (allowed: {allowed}; or give model.hf_config: path/to/config.json)")
+            raise ValueError(
+                f"unknown preset{did_you_mean(value, PRESETS)} (allowed: {allowed}; or give model.hf_config: "
+                "path/to/config.json)"
+            )
         return value
 
     @model_validator(mode="after")
@@ -103,7 +107,9 @@ class DeviceSection(_Section):
 
         if value is not None and value not in PRESETS:
             allowed = ", ".join(PRESETS)
-            raise ValueError(f"unknown device (allowed: {allowed}; or device.spec: path/to/spec.yaml)")
+            raise ValueError(
+                f"unknown device{did_you_mean(value, PRESETS)} (allowed: {allowed}; or device.spec: path/to/spec.yaml)"
+            )
         return value
 
 

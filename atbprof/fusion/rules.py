@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from atbprof.errors import ConfigError
+from atbprof.suggest import did_you_mean
 
 
 class Pattern(BaseModel):
@@ -48,12 +49,14 @@ class RuleSet(BaseModel):
         """The rules a run applies, in rule-file order."""
         if strategy not in self.strategies:
             raise ConfigError(
-                f"fusion.strategy = {strategy!r}: unknown strategy (allowed: {', '.join(self.strategies)})"
+                f"fusion.strategy = {strategy!r}: unknown strategy{did_you_mean(strategy, self.strategies)} "
+                f"(allowed: {', '.join(self.strategies)})"
             )
         unknown = [r for r in (*enable, *disable) if r not in self.rules]
         if unknown:
             raise ConfigError(
-                f"fusion.enable/disable: unknown rule(s) {', '.join(unknown)} (allowed: {', '.join(self.rules)})"
+                f"fusion.enable/disable: unknown rule(s) {', '.join(unknown)}{did_you_mean(unknown[0], self.rules)} "
+                f"(allowed: {', '.join(self.rules)})"
             )
         chosen = (set(self.strategies[strategy]) | set(enable)) - set(disable)
         return [rule for name, rule in self.rules.items() if name in chosen]

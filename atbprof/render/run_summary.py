@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -9,14 +10,36 @@ from rich.table import Table
 
 from atbprof.run import RunResult
 
+RUN_SUMMARY_SCHEMA_VERSION = "1"
+"""`atbprof run --format json`: schema_version, name, out_dir, files, device, notes, next, summary[, numerics]."""
 
-def run_json(result: RunResult) -> dict[str, Any]:
+
+def next_commands(result: RunResult, config: Path | None = None) -> list[str]:
+    """What to do with the run: analyze it, open its trace, run the other fusion side and diff the two."""
+    from atbprof.serve import RUN_TRACE_FILES
+
+    out = result.out_dir
+    cmds = [f"atbprof analyze {out}   (unfused norms, latency breakdown, what fusing saves)"]
+    trace = next((name for name in RUN_TRACE_FILES if name in result.files), None)
+    if trace:
+        cmds.append(f"atbprof open {out}   (loads {trace} in the Perfetto UI)")
+    unfused = result.config.fusion.strategy == "none" and not result.config.fusion.enable
+    other, twin = ("default", Path(f"{out}-fused")) if unfused else ("none", Path(f"{out}-unfused"))
+    cmds.append(f"atbprof run --config {config or out} --fusion {other} --out {twin}   (the other side)")
+    base, new = (out, twin) if unfused else (twin, out)
+    cmds.append(f"atbprof diff {base} {new}   (what fusion changed, with statistics)")
+    return cmds
+
+
+def run_json(result: RunResult, config: Path | None = None) -> dict[str, Any]:
     doc = {
+        "schema_version": RUN_SUMMARY_SCHEMA_VERSION,
         "name": result.config.name,
         "out_dir": str(result.out_dir),
         "files": list(result.files),
         "device": result.device_name,
         "notes": list(result.notes),
+        "next": [c.split("   (")[0] for c in next_commands(result, config)],
         "summary": result.summary.model_dump(mode="json"),
     }
     if result.numerics is not None:
@@ -24,7 +47,7 @@ def run_json(result: RunResult) -> dict[str, Any]:
     return doc
 
 
-def render_run(result: RunResult, console: Console) -> None:
+def render_run(result: RunResult, console: Console, config: Path | None = None) -> None:
     s = result.summary
     cfg = result.config
     w = cfg.workload
@@ -102,10 +125,5 @@ def render_run(result: RunResult, console: Console) -> None:
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"wrote {result.out_dir}/ ({', '.join(result.files)})")
-    console.print(f"next: atbprof analyze {result.out_dir}   (unfused norms, latency breakdown, what fusing saves)")
-    traces = [f for f in result.files if f.startswith("trace.")]
-    if traces:
-        console.print(f"      atbprof open {result.out_dir}   (loads {traces[0]} in https://ui.perfetto.dev)")
-    console.print(
-        f"      atbprof run --config <same> --fusion none --out {result.out_dir}-unfused   (then compare the two)"
-    )
+    for k, cmd in enumerate(next_commands(result, config)):
+        console.print(f"{'next:' if k == 0 else '':6}{cmd}")

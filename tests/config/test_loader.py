@@ -105,12 +105,16 @@ def test_every_fixture_run_config_loads(path: Path) -> None:
 
 def test_unknown_top_level_key(tmp_path: Path) -> None:
     path = write(tmp_path, "model: {preset: llama2-7b}\nworkloads:\n  batch_size: 2\n")
-    assert problems(path) == [f"{path} line 2: workloads: unknown key; remove it or check the spelling"]
+    assert problems(path) == [
+        f"{path} line 2: workloads: unknown key (did you mean 'workload'?); remove it or check the spelling"
+    ]
 
 
 def test_unknown_nested_key(tmp_path: Path) -> None:
     path = write(tmp_path, "model: {preset: llama2-7b}\nworkload:\n  batch_size: 1\n  batchsize: 2\n")
-    assert problems(path) == [f"{path} line 4: workload.batchsize: unknown key; remove it or check the spelling"]
+    assert problems(path) == [
+        f"{path} line 4: workload.batchsize: unknown key (did you mean 'batch_size'?); remove it or check the spelling"
+    ]
 
 
 def test_wrong_type(tmp_path: Path) -> None:
@@ -241,7 +245,7 @@ def test_several_problems_are_reported_together(tmp_path: Path) -> None:
     expected = [
         f"{path} line 3: model.dtype = 'fp8': Input should be 'fp16' or 'bf16'",
         f"{path} line 5: workload.batch_size = 0: Input should be greater than or equal to 1",
-        f"{path} line 6: workload.batchsize: unknown key; remove it or check the spelling",
+        f"{path} line 6: workload.batchsize: unknown key (did you mean 'batch_size'?); remove it or check the spelling",
         f"{path} line 7: execution.mode = 'turbo': Input should be 'eager' or 'graph'",
         f"{path} line 8: extra: unknown key; remove it or check the spelling",
     ]
@@ -434,7 +438,7 @@ def test_bad_override_names_the_set_not_a_file_line(tmp_path: Path) -> None:
     path = write(tmp_path, "model: {preset: llama2-7b}\nworkload:\n  batch_size: 4\n")
     assert problems(path, ["workload.batch_size=0", "workload.batchsize=2"]) == [
         f"{path}, --set workload.batch_size=0: workload.batch_size = 0: Input should be greater than or equal to 1",
-        f"{path}, --set workload.batchsize=2: workload.batchsize: unknown key; remove it or check the spelling",
+        f"{path}, --set workload.batchsize=2: workload.batchsize: unknown key (did you mean 'batch_size'?); remove it or check the spelling",
     ]
 
 
