@@ -25,7 +25,9 @@ from atbprof.optable.schema import PIPES, SCHEMA_VERSION, check_table
 from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded, op_arg_keys
 from atbprof.writers.grouping import LEVELS, NO_END, BusyIntervals, ModelGroups, sequential
 
-PID_HOST, PID_DEVICE, PID_OVERLAP, PID_MODEL = 1, 2, 3, 4
+PID_HOST, PID_DEVICE, PID_OVERLAP, PID_MODEL = 1, 65537, 3, 4
+"""Process ids. The device's is above every stream tid (stream 0 is 65536): a thread whose tid equals its pid is
+shown as the process's "main thread" in the Perfetto UI, which a stream is not."""
 STREAM0_TID = 65536
 """tid of stream 0 (Perfetto merges tid 0 into the process's main thread)."""
 STATIC_KEYS = {"task_type": "Task Type", "op_type": "OP Type", "role": "role", "block_dim": "Block Dim"}
@@ -37,7 +39,7 @@ _CHUNK = 8192  # max rows per text pass: small text buffers (~1 KB/row) are reus
 _GROUP_CHUNK = 1 << 16  # rows per pass for group / busy-interval texts
 _GZ_BLOCK = 1 << 20  # bytes per compressor call
 _SMALL = 1 << 16  # ints in [-1, _SMALL) come from lookup tables
-_UTIL = '}},\n{"name":"AI Core utilization","pid":2,"ts":'
+_UTIL = f'}}}},\n{{"name":"AI Core utilization","pid":{PID_DEVICE},"ts":'
 Frag = tuple[list[str], np.ndarray]  # text per dictionary value, row indices
 
 
@@ -279,7 +281,10 @@ class ChromeTraceWriter(StagedFile):
         out = []
         for sid in sorted(streams - self._streams):
             tid = sid or STREAM0_TID
-            out += [_meta("thread_name", 2, tid, f"Stream {sid}"), _meta("thread_sort_index", 2, tid, sid)]
+            out += [
+                _meta("thread_name", PID_DEVICE, tid, f"Stream {sid}"),
+                _meta("thread_sort_index", PID_DEVICE, tid, sid),
+            ]
         self._streams |= streams
         return out
 
@@ -325,7 +330,7 @@ class ChromeTraceWriter(StagedFile):
             a.add(conn, None, v)
             a.lit("}", True)
         name_sid = [self._frag(c("op_name"), "dname", lambda x: f',\n{{"name":{_js(x)}')]
-        name_sid.append(self._frag(pa.array(sid), "sid", lambda x: f',"pid":2,"tid":{x},"ts":'))
+        name_sid.append(self._frag(pa.array(sid), "sid", lambda x: f',"pid":{PID_DEVICE},"tid":{x},"ts":'))
         a.add(*_combine(name_sid)[0])
         a.fixed3(s, ',"dur":')
         a.fixed3(dur, ',"ph":"X","cat":"Task","args":{"Model Id":4294967295,"Physic Stream Id":')
@@ -359,7 +364,7 @@ class ChromeTraceWriter(StagedFile):
         for piece in _combine(frags, "}}"):
             a.add(*piece)
         if h.null_count < len(h):  # flow end
-            a.int(sid, ',\n{"name":"HostToDevice","pid":2,"tid":', ',"ts":', v)
+            a.int(sid, f',\n{{"name":"HostToDevice","pid":{PID_DEVICE},"tid":', ',"ts":', v)
             a.fixed3(s, ',"ph":"f","bp":"e","cat":"HostToDevice","id":', v)
             a.add(conn, None, v)
             a.lit("}", True)
@@ -401,7 +406,7 @@ class ChromeTraceWriter(StagedFile):
             span = (end - start).astype(np.float64)
             rate = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0) * (level == "block")
             ts = end if level == "step" else start
-            a.fixed3(ts, ',"ph":"C","args":{"GB/s":', None, ',\n{"name":"HBM bandwidth","pid":2,"ts":')
+            a.fixed3(ts, ',"ph":"C","args":{"GB/s":', None, f',\n{{"name":"HBM bandwidth","pid":{PID_DEVICE},"ts":')
             a.fixed3(np.rint(cols[-2] * rate * 1e3).astype(np.int64), _UTIL)
             a.fixed3(ts, ',"ph":"C","args":{"%":')
             a.fixed3(np.rint(cols[-1] * rate * 1e5).astype(np.int64), "}}")

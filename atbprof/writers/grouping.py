@@ -116,10 +116,10 @@ class ModelGroups:
         return start, end
 
     def step_labels(self, cols: list[Any]) -> list[str]:
-        """ "prefill" or "decode #N" per step group."""
+        """ "Step N (phase)" per step group: the name the host step frames have too."""
         phase = {v: k for k, v in self.codes["phase"].items()}
         rows = zip(cols[0].tolist(), cols[1].tolist(), strict=True)
-        return ["prefill" if phase[p] == "prefill" else f"decode #{s}" for s, p in rows]
+        return [f"Step {s} ({phase[p]})" for s, p in rows]
 
     @property
     def block_names(self) -> list[str]:

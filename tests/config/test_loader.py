@@ -438,7 +438,8 @@ def test_bad_override_names_the_set_not_a_file_line(tmp_path: Path) -> None:
     path = write(tmp_path, "model: {preset: llama2-7b}\nworkload:\n  batch_size: 4\n")
     assert problems(path, ["workload.batch_size=0", "workload.batchsize=2"]) == [
         f"{path}, --set workload.batch_size=0: workload.batch_size = 0: Input should be greater than or equal to 1",
-        f"{path}, --set workload.batchsize=2: workload.batchsize: unknown key (did you mean 'batch_size'?); remove it or check the spelling",
+        f"{path}, --set workload.batchsize=2: workload.batchsize: unknown key (did you mean 'batch_size'?); remove "
+        "it or check the spelling",
     ]
 
 

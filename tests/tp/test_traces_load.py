@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
 EXAMPLES = sorted(ROOT.glob("traces/examples/*/trace.json.gz"))
 
-PID_HOST, PID_DEVICE, PID_OVERLAP, PID_MODEL = 1, 2, 3, 4
+PID_HOST, PID_DEVICE, PID_OVERLAP, PID_MODEL = 1, 65537, 3, 4
 STREAM0_TID = 65536
 PROCESSES = {PID_HOST: "CANN", PID_DEVICE: "Ascend Hardware", PID_OVERLAP: "Overlap Analysis", PID_MODEL: "Model"}
 
@@ -284,7 +284,7 @@ def test_model_and_host_step_slices(loaded: Loaded) -> None:
     steps = loaded.steps.to_pylist()
     got = loaded.rows(_thread_slices(PID_MODEL, "t.tid = 1", "s.name, s.depth"))
     assert len(got) == len(steps)
-    want = ["prefill" if r["phase"] == "prefill" else f"decode #{r['step']}" for r in steps]
+    want = [f"Step {r['step']} ({r['phase']})" for r in steps]
     assert sorted(n for n, _ in got) == sorted(want)
     assert {d for _, d in got} <= {0}
     h = loaded.host_tid

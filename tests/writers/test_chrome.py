@@ -19,7 +19,7 @@ from atbprof.errors import SchemaError
 from atbprof.optable.schema import OPS_SCHEMA, PIPES, STEPS_SCHEMA
 from atbprof.writers import chrome
 from atbprof.writers.base import TraceMeta
-from atbprof.writers.chrome import ChromeTraceWriter
+from atbprof.writers.chrome import PID_DEVICE, ChromeTraceWriter
 
 HEAD_PRE = [("head.embed", "GatherV2", "AI_VECTOR_CORE")]
 LAYER = [
@@ -128,7 +128,7 @@ def test_container_metadata_and_number_format(run: Any) -> None:
         "CANN", "Ascend Hardware", "Overlap Analysis", "Model",
     }  # fmt: skip
     threads = {(e["pid"], e["args"]["name"]) for e in meta if e["name"] == "thread_name"}
-    assert {(2, "Stream 2"), (1, "Thread 7"), (3, "Computing"), (3, "Free"), (4, "Layers")} <= threads
+    assert {(PID_DEVICE, "Stream 2"), (1, "Thread 7"), (3, "Computing"), (3, "Free"), (4, "Layers")} <= threads
     kinds = Counter(e["name"] for e in meta)
     assert kinds["process_labels"] == kinds["process_sort_index"] == 4
     assert kinds["thread_name"] == kinds["thread_sort_index"]
@@ -155,7 +155,7 @@ def test_slices_well_formed_and_nested(run: Any) -> None:
 def test_device_host_and_flows(run: Any) -> None:
     ops, _, doc, _ = run
     events = doc["traceEvents"]
-    dev = [e for e in events if e["ph"] == "X" and e["pid"] == 2]
+    dev = [e for e in events if e["ph"] == "X" and e["pid"] == PID_DEVICE]
     host = [e for e in events if e["ph"] == "X" and e["name"] == "Node@launch"]
     launched = ops.num_rows - ops["host_launch_start_ns"].null_count
     assert len(dev) == ops.num_rows and len(host) == launched < ops.num_rows
@@ -183,7 +183,7 @@ def test_device_host_and_flows(run: Any) -> None:
     for e in f:
         src = s[e["id"]]
         assert e["bp"] == "e" and e["cat"] == src["cat"] == "HostToDevice" and e["name"] == src["name"]
-        assert (src["pid"], src["tid"], e["pid"], e["tid"]) == (1, 7, 2, 2)
+        assert (src["pid"], src["tid"], e["pid"], e["tid"]) == (1, 7, PID_DEVICE, 2)
         assert launch_span[e["id"]][0] <= ns(src["ts"]) < launch_span[e["id"]][1]
         assert dev_span[e["id"]][0] <= ns(e["ts"]) < dev_span[e["id"]][1]
 
@@ -206,14 +206,14 @@ def test_model_tracks_counters_and_host_steps(run: Any) -> None:
     for e in events:
         if e["ph"] == "X" and e["pid"] in (1, 4):
             names[e["pid"], e["tid"]].append(e["name"])
-    assert names[4, 1] == ["prefill", "decode #1", "decode #2"]
+    assert names[4, 1] == ["Step 0 (prefill)", "Step 1 (decode)", "Step 2 (decode)"]  # as the host step frames
     assert names[4, 2] == ["head", "layer 0", "layer 1", "head"] * 3
     assert names[4, 3] == ["head", *["attention", "ffn"] * 2, "head"] * 3
     host_steps = names[1, 8]
     assert host_steps.count("host overhead") == host_steps.count("sync (D2H token)") == 3
     assert [n for n in host_steps if n.startswith("Step")] == ["Step 0 (prefill)", "Step 1 (decode)", "Step 2 (decode)"]
     counters = [e for e in events if e["ph"] == "C"]
-    assert all(e["pid"] == 2 and "tid" not in e for e in counters)
+    assert all(e["pid"] == PID_DEVICE and "tid" not in e for e in counters)
     bw = [e["args"]["GB/s"] for e in counters if e["name"] == "HBM bandwidth"]
     util = [e["args"]["%"] for e in counters if e["name"] == "AI Core utilization"]
     assert len(bw) == len(util) == 18 + 3 and all(v >= 0 for v in bw + util)  # per block + 0 per step end
@@ -262,7 +262,7 @@ def test_stream_zero_graph_mode_odd_ratios_and_empty_run(tmp_path: Path) -> None
     ops = replace(ops, "mac_ratio", [1.5, math.nan] + [0.25] * (ops.num_rows - 2))
     doc = load(write(tmp_path / "z", ops, steps))
     events = doc["traceEvents"]
-    dev = [e for e in events if e["ph"] == "X" and e["pid"] == 2]
+    dev = [e for e in events if e["ph"] == "X" and e["pid"] == PID_DEVICE]
     assert {e["tid"] for e in dev} == {chrome.STREAM0_TID} and dev[0]["args"]["Physic Stream Id"] == 0
     assert [e["args"]["aic_mac_ratio"] for e in dev[:3]] == [1.5, 0.0, 0.25]
     assert not [e for e in events if e["ph"] in "sf" or e["name"] == "Node@launch"]

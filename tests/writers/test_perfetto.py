@@ -205,7 +205,7 @@ def test_overlap_model_counters_and_host_steps(run: Any) -> None:
     assert spans[0][0] == ops["task_start_ns"][0].as_py() and spans[-1][2] == "C"
     assert all(a[1] == b[0] and a[2] != b[2] for a, b in itertools.pairwise(spans))
     n_steps = steps.num_rows
-    assert [s.name for s in dec.on("Steps")] == ["prefill", *(f"decode #{i}" for i in range(1, n_steps))]
+    assert [s.name for s in dec.on("Steps")] == ["Step 0 (prefill)", *(f"Step {i} (decode)" for i in range(1, n_steps))]
     assert [s.name for s in dec.on("Layers")][:4] == ["head", "layer 0", "layer 1", "head"]
     assert {s.name for s in dec.on("Blocks")} == {"head", "attention", "ffn"}
     frames = dec.on("Host steps")
