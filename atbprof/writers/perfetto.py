@@ -1,9 +1,10 @@
 """Perfetto protobuf trace writer (TrackEvent): the Chrome JSON trace's content as a native track hierarchy.
 
 Tracks (uuid; explicit child ordering): process `CANN` (1, pid 1) with thread tracks "Host steps" (step frames)
-and "Thread <host_tid>" (`Node@launch` slices, flow sources); `Ascend Hardware` (2, pid 2) with the counters
-"HBM bandwidth GB/s" and "AI Core utilization %" and a track "Stream <sid>" per stream (uuid 64 + sid);
-`Overlap Analysis` (3): Computing, Free; `Model` (4): Steps, Layers, Blocks. Slices are BEGIN/END pairs with
+and "Thread <host_tid>" (`Node@launch` slices, flow sources); `Ascend Hardware` (2, pid 65537 as in the JSON
+trace) with a thread track "Stream <sid>" per stream (uuid 64 + sid, tid sid or 65536) and below it the counters
+"AI Core utilization %" and "HBM bandwidth GB/s"; `Overlap Analysis` (3): thread tracks Computing, Free (tids 1,
+2); `Model` (4): thread tracks Steps, Layers, Blocks (tids 1-3, in that order). Slices are BEGIN/END pairs with
 integer ns timestamps relative to the run start (no µs rounding); a launch's `flow_ids` = op_index + 1 = its
 device slice's `terminating_flow_ids`. Event names, the category, annotation names and string values are
 interned on sequence 1. Device slices carry the JSON writer's args as debug annotations.
@@ -29,7 +30,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, Track
 from atbprof.optable.schema import PIPES, check_table
 from atbprof.writers import protowire as pw
 from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded, op_arg_keys
-from atbprof.writers.chrome import RATIO_KEYS, STATIC_KEYS
+from atbprof.writers.chrome import PID_DEVICE, RATIO_KEYS, STATIC_KEYS, STREAM0_TID
 from atbprof.writers.grouping import LEVELS, NO_END, BusyIntervals, ModelGroups, sequential
 
 SEQ = 1  # trusted_packet_sequence_id of every packet
@@ -167,16 +168,19 @@ class PerfettoTraceWriter(StagedFile):
             for text in texts:
                 self._names.get(kind, text)
         out = [self._names.packets(CLEARED)[0]]
-        for pid, name, label in ((1, "CANN", "CPU"), (2, "Ascend Hardware", "NPU"), (3, "Overlap Analysis", "NPU")):
-            out.append(_descriptor(pid, name, None, pid, pid=pid, label=label))
+        # streams and Model levels are thread tracks, as in the JSON trace: the Perfetto UI (v52) orders a
+        # process's thread tracks by tid and puts its counters below them, but orders other tracks by name
+        procs = ((1, "CANN", "CPU", 1), (2, "Ascend Hardware", "NPU", PID_DEVICE), (3, "Overlap Analysis", "NPU", 3))
+        for uuid, name, label, pid in procs:
+            out.append(_descriptor(uuid, name, None, uuid, pid=pid, label=label))
         out.append(_descriptor(4, "Model", None, 4, pid=4, label="atbprof"))
         h = meta.host_tid
         out.append(_descriptor(U_HOST_STEPS, "Host steps", 1, 0, pid=1, tid=h + 1))
         out.append(_descriptor(U_LAUNCH, f"Thread {h}", 1, 1, pid=1, tid=h))
-        out.append(_descriptor(U_HBM, "HBM bandwidth GB/s", 2, -2, unit="GB/s"))
-        out.append(_descriptor(U_UTIL, "AI Core utilization %", 2, -1, unit="%"))
-        out += [_descriptor(U_TRACK[n], n, 3, i) for i, n in enumerate(("Computing", "Free"), 1)]
-        out += [_descriptor(U_TRACK[n], f"{n.title()}s", 4, i) for i, n in enumerate(LEVELS, 1)]
+        out.append(_descriptor(U_UTIL, "AI Core utilization %", 2, 1 << 20, unit="%"))  # below the streams
+        out.append(_descriptor(U_HBM, "HBM bandwidth GB/s", 2, (1 << 20) + 1, unit="GB/s"))
+        out += [_descriptor(U_TRACK[n], n, 3, i, pid=3, tid=i) for i, n in enumerate(("Computing", "Free"), 1)]
+        out += [_descriptor(U_TRACK[n], f"{n.title()}s", 4, i, pid=4, tid=i) for i, n in enumerate(LEVELS, 1)]
         out += [self._stream(sid) for sid in sorted(set(meta.streams))]
         self.packets += len(out)
         self._fh.write(b"".join(out))
@@ -213,7 +217,7 @@ class PerfettoTraceWriter(StagedFile):
 
     def _stream(self, sid: int) -> bytes:
         self._streams.add(sid)
-        return _descriptor(U_STREAM0 + sid, f"Stream {sid}", 2, sid)
+        return _descriptor(U_STREAM0 + sid, f"Stream {sid}", 2, sid, pid=PID_DEVICE, tid=sid or STREAM0_TID)
 
     def _fixed(self, name: str) -> int:
         return self._names.ids[NAME, name]

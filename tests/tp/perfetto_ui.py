@@ -63,6 +63,7 @@ class UiView:
     error_dialog: bool
     blocked: list[str]
     query: Any  # (sql) -> list of row dicts, through the UI's own engine
+    main_threads: list[str]  # titles of the tracks the UI badges "main thread"
 
 
 def open_in_ui(web_dist: Path, trace: Path, screenshot: Path | None = None) -> UiView:
@@ -95,6 +96,9 @@ def open_in_ui(web_dist: Path, trace: Path, screenshot: Path | None = None) -> U
             page.evaluate("() => window.app.commands.runCommand('dev.perfetto.ExpandAllGroups')")
             page.wait_for_timeout(1000)
             titles = page.eval_on_selector_all(".pf-track__title", "els => els.map(e => e.textContent)")
+            headers = page.eval_on_selector_all(
+                ".pf-track__title", "els => els.map(e => (e.parentElement || e).textContent)"
+            )
             dialog = page.query_selector(".pf-modal-dialog") is not None
             if screenshot is not None:
                 page.screenshot(path=str(screenshot))
@@ -111,7 +115,10 @@ def open_in_ui(web_dist: Path, trace: Path, screenshot: Path | None = None) -> U
             browser.close()
     finally:
         server.shutdown()
-    return UiView([" ".join(t.replace("\xa0", " ").split()) for t in titles], errors, dialog, blocked, rows.get)
+    main = [
+        " ".join(t.replace("\xa0", " ").split()) for t, h in zip(titles, headers, strict=True) if "main thread" in h
+    ]
+    return UiView([" ".join(t.replace("\xa0", " ").split()) for t in titles], errors, dialog, blocked, rows.get, main)
 
 
 QUERIES = (

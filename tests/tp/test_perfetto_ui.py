@@ -18,13 +18,33 @@ if chromium() is None:
     pytest.skip("Debian's chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
 
-def test_run_opens_in_the_perfetto_ui(tmp_path: Path, tp_engine) -> None:
-    run = run_simulation(load_config(FIXTURES / "seed000-lnfused.yaml", ["workload.decode_tokens=2"]), tmp_path / "r")
-    trace = run.out_dir / "trace.json.gz"
+ORDER = (
+    "CANN",
+    "Ascend Hardware",
+    "Stream 2",
+    "AI Core utilization %",
+    "HBM bandwidth GB/s",
+    "Overlap Analysis",
+    "Model",
+    "Steps",
+    "Layers",
+    "Blocks",
+)
+
+
+@pytest.mark.parametrize("trace_file", ["trace.json.gz", "trace.pftrace"])
+def test_run_opens_in_the_perfetto_ui(tmp_path: Path, tp_engine, trace_file: str) -> None:
+    overrides = ["workload.decode_tokens=2", "output.trace_format=both"]
+    run = run_simulation(load_config(FIXTURES / "seed000-lnfused.yaml", overrides), tmp_path / "r")
+    trace = run.out_dir / trace_file
     bundle = bundle_dir()
     assert bundle is not None
     view = open_in_ui(bundle.parent, trace, screenshot=tmp_path / "ui.png")
     assert not view.error_dialog and view.page_errors == []
+    # both formats show the same tracks in the same order: the stream above its counters, Steps > Layers > Blocks
+    order = [next(i for i, t in enumerate(view.track_titles) if t.startswith(n)) for n in ORDER]
+    assert order == sorted(order), view.track_titles
+    assert [t.split()[0] for t in view.main_threads] == ["Thread"], "only the host thread is a main thread"
     assert all(url.startswith(("https://", "http://127.0.0.1:9001/")) for url in view.blocked)  # nothing else left
     for name in (
         "CANN",

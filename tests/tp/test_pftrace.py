@@ -44,7 +44,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "multi-stream": ("tiny-llama.yaml", []),  # odd ops on stream 3, even on 0; host_tid 4242; META: stream 0 only
     "numerics": ("tiny-llama.yaml", ["numerics.enabled=true", "fusion=aggressive"]),  # numerics_* args on fused ops
 }
-PROCESSES = {1: "CANN", 2: "Ascend Hardware", 3: "Overlap Analysis", 4: "Model"}
+PROCESSES = {1: "CANN", 65537: "Ascend Hardware", 3: "Overlap Analysis", 4: "Model"}
 SLICES = """
     select coalesce(tp.name, pp.name) as proc, coalesce(th.name, t.name) as track, s.ts, s.dur, s.name, s.depth,
            par.name as parent, s.category, s.arg_set_id
@@ -175,7 +175,9 @@ def test_loads_cleanly(pair: Pair) -> None:
         assert view.negative == 0 and view.partial_overlaps == 0
     assert pair.proto.processes == PROCESSES
     h = pair.host_tid
-    assert {(1, h, f"Thread {h}"), (1, h + 1, "Host steps")} == pair.proto.threads
+    assert {(1, h, f"Thread {h}"), (1, h + 1, "Host steps")} <= pair.proto.threads
+    assert {(4, 1, "Steps"), (4, 2, "Layers"), (4, 3, "Blocks")} <= pair.proto.threads
+    assert pair.proto.threads == pair.json.threads  # the same thread tracks as the JSON trace, stream tids too
 
 
 def test_nesting_as_designed(pair: Pair) -> None:

@@ -23,7 +23,7 @@ from atbprof.errors import SchemaError
 from atbprof.optable.schema import OPS_SCHEMA, PIPES
 from atbprof.writers import perfetto, protowire
 from atbprof.writers.base import TraceMeta
-from atbprof.writers.chrome import RATIO_KEYS
+from atbprof.writers.chrome import PID_DEVICE, RATIO_KEYS
 from atbprof.writers.perfetto import PerfettoTraceWriter
 from tests.conftest import fixture_config, simulate_table
 
@@ -144,7 +144,7 @@ def test_track_hierarchy_and_ordering(run: Any) -> None:
     tracks = run[2].tracks
     procs = {d.process.pid: (u, d) for u, d in tracks.items() if d.HasField("process")}
     assert {pid: d.process.process_name for pid, (_, d) in procs.items()} == {
-        1: "CANN", 2: "Ascend Hardware", 3: "Overlap Analysis", 4: "Model",
+        1: "CANN", PID_DEVICE: "Ascend Hardware", 3: "Overlap Analysis", 4: "Model",
     }  # fmt: skip
     assert all(d.child_ordering == TrackDescriptor.EXPLICIT for _, d in procs.values())
     children: dict[str, list[str]] = defaultdict(list)
@@ -153,12 +153,13 @@ def test_track_hierarchy_and_ordering(run: Any) -> None:
             children[tracks[d.parent_uuid].process.process_name].append(d.name or d.thread.thread_name)
     assert children == {
         "CANN": ["Host steps", "Thread 7"],
-        "Ascend Hardware": ["HBM bandwidth GB/s", "AI Core utilization %", "Stream 2"],
+        "Ascend Hardware": ["Stream 2", "AI Core utilization %", "HBM bandwidth GB/s"],
         "Overlap Analysis": ["Computing", "Free"],
         "Model": ["Steps", "Layers", "Blocks"],
     }
     threads = {(d.thread.pid, d.thread.tid) for d in tracks.values() if d.HasField("thread")}
-    assert threads == {(1, 7), (1, 8)}
+    # thread tracks as in the JSON trace (the UI orders a process's threads by tid, its other tracks by name)
+    assert threads == {(1, 7), (1, 8), (PID_DEVICE, 2), (3, 1), (3, 2), (4, 1), (4, 2), (4, 3)}
     units = {d.name: d.counter.unit_name for d in tracks.values() if d.HasField("counter")}
     assert units == {"HBM bandwidth GB/s": "GB/s", "AI Core utilization %": "%"}
 
@@ -260,7 +261,7 @@ def test_stream_zero_new_streams_odd_ratios_and_empty_run(tiny: Any, tmp_path: P
     ops = replace(ops, "stream_id", [0 if i % 3 else 5 for i in range(n)])
     ops = replace(ops, "mac_ratio", [1.5, math.nan, -0.2, math.inf] + [0.25] * (n - 4))
     dec = decode(write(tmp_path / "z", ops, steps))  # META declares stream 2 only: 0 and 5 are found on the way
-    names = {d.name for d in dec.tracks.values()}
+    names = {d.name or d.thread.thread_name for d in dec.tracks.values()}
     assert {"Stream 0", "Stream 2", "Stream 5"} <= names
     assert len(dec.on("Stream 0")) + len(dec.on("Stream 5")) == n and dec.on("Stream 2") == []
     mac = [s.args["aic_mac_ratio"] for s in sorted(dec.on("Stream 0") + dec.on("Stream 5"), key=lambda s: s.ts)]
