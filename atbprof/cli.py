@@ -396,7 +396,7 @@ def _console() -> Console:
     """Reports to stdout; when it is not a terminal (a pipe, a file, CI) use a width the tables fit in."""
     from rich.console import Console
 
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False)  # a terminal: prose wraps at words, tables fit its width
     return console if console.is_terminal else Console(highlight=False, soft_wrap=True, width=160)
 
 

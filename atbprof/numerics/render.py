@@ -24,7 +24,8 @@ def render_numerics(report: NumericsReport, console: Console) -> None:
     )
     t = Table(title="fused kernels vs the unfused ops they replaced (same inputs)", title_justify="left")
     for col in ("phase", "fused op type", "rule", "max abs", "max rel", "ULP p99/max", "vs fp64 (unfused)", "NaN/Inf"):
-        t.add_column(col, justify="left" if col in ("phase", "fused op type", "rule") else "right")
+        text = col in ("phase", "fused op type", "rule")
+        t.add_column(col, justify="left" if text else "right", no_wrap=not text)
     t.add_column("verdict")
     for k in report.kernels:
         s, f, u = k.fused_vs_unfused, k.fused_vs_ref, k.unfused_vs_ref
@@ -44,7 +45,7 @@ def render_numerics(report: NumericsReport, console: Console) -> None:
     if report.layers:
         lt = Table(title="whole layer output vs float64", title_justify="left")
         for col in ("phase", "layer", "fused", "unfused", "fused vs unfused max abs", "NaN/Inf"):
-            lt.add_column(col, justify="left" if col == "phase" else "right")
+            lt.add_column(col, justify="left" if col == "phase" else "right", no_wrap=col != "phase")
         lt.add_column("verdict")
         for row in report.layers:
             f = row.fused_vs_ref

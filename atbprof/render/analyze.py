@@ -94,7 +94,7 @@ def sections(report: AnalysisReport) -> list[Section]:
                 f.fused_as,
                 _ms(f.time_us),
                 _ms(f.wait_us),
-                _ms(f.est_saving_us) if f.opportunity else "-",
+                _saving(f.est_saving_us, f.time_us + f.wait_us) if f.opportunity else "-",
                 where,
                 f.evidence,
             ]
@@ -223,3 +223,13 @@ def numerics_section(n: NumericsReport) -> Section:
         n.tolerance_rule,
     ]
     return sec
+
+
+def _saving(saving_us: float | None, own_us: float) -> str:
+    """The estimated saving; when it exceeds the chain's own time and wait, why, on the same line."""
+    if saving_us is None:
+        return "-"
+    text = _ms(saving_us)
+    if saving_us > own_us * 1.001:
+        text += " (more than its time + wait: the fusion also removes host launches that later ops waited for)"
+    return text

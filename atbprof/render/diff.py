@@ -14,13 +14,9 @@ from atbprof.render.sections import Section, render_sections, sections_markdown
 if TYPE_CHECKING:
     from rich.console import Console
 
-_CATEGORY = {
-    "attention": "Attention (with its norm)",
-    "ffn": "FFN (with its norm)",
-    "other": "other (sampling, KV-cache management, host)",
-    "communication": "communication",
-    "per-token total": "total",
-}
+from atbprof.render.labels import CATEGORY_LABELS
+
+_CATEGORY = {**CATEGORY_LABELS, "per-token total": "total"}
 _FIGURES = (("decode_ms_per_token", "decode ms/token"), ("ttft_ms", "TTFT ms"), ("tokens_per_s", "tokens/s"))
 
 
@@ -79,8 +75,8 @@ def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Se
         head.row_styles.append(_style(f.delta, f.significant, more_is_better=key == "tokens_per_s"))
     out.append(head)
     cats = Section(
-        f"where the time went, ms {per} (seed 000's table; saved = base - new)",
-        ["", "base", "new", "saved", "delta %", "95 % CI of delta", "significant"],
+        f"where the time went, ms {per} (seed 000's table; delta = new - base, negative = less time)",
+        ["", "base", "new", "delta", "delta %", "95 % CI of delta", "significant"],
         numeric={1, 2, 3, 4},
     )
     for c in report.categories:
@@ -89,7 +85,7 @@ def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Se
                 _CATEGORY.get(c.name, c.name),
                 f"{c.base_ms:,.2f}",
                 f"{c.new_ms:,.2f}",
-                f"{c.saved_ms:+,.2f}",
+                f"{-c.saved_ms:+,.2f}",
                 _pct(c.delta_pct),
                 _ci(c.ci_low, c.ci_high),
                 "yes" if c.significant else "no",

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from atbprof.render.labels import CATEGORY_LABELS
 from atbprof.run import RunResult
 
 RUN_SUMMARY_SCHEMA_VERSION = "1"
@@ -60,7 +61,7 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
     )
     head = Table(show_header=False, box=None, pad_edge=False)
     head.add_column(style="bold")
-    head.add_column(justify="right")
+    head.add_column(justify="right", no_wrap=True)
     decode = s.decode_steps > 0
     head.add_row("TTFT", f"{s.ttft_ms:.2f} ms")
     if decode:
@@ -82,21 +83,18 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
     title = "per-token decode latency (seed 000's rows)" if decode else "time to first token (prefill only)"
     rows = Table(title=title, title_justify="left")
     rows.add_column("row")
-    rows.add_column("ms/token" if decode else "ms", justify="right")
-    rows.add_column("share", justify="right")
-    for name, label in (
-        ("attention", "Attention (with its norm)"),
-        ("ffn", "FFN (with its norm)"),
-        ("other", "other (embedding, LM head, sampling, host loop)"),
-    ):
+    rows.add_column("ms/token" if decode else "ms", justify="right", no_wrap=True)
+    rows.add_column("share", justify="right", no_wrap=True)
+    for name in ("attention", "ffn", "other"):
+        label = CATEGORY_LABELS[name]
         v = figures[name]
         rows.add_row(label, f"{v:.2f}", f"{v / total:.1%}" if total else "-")
     rows.add_row("[bold]total[/bold]", f"[bold]{total:.2f}[/bold]", "100.0%")
     console.print(rows)
     if decode:
         top = Table(title="top op types (decode, per token)", title_justify="left")
-        for col in ("op type", "count", "device ms", "attributed ms"):
-            top.add_column(col, justify="left" if col == "op type" else "right")
+        for col in ("op type", "count", "device ms", "charged ms"):
+            top.add_column(col, justify="left" if col == "op type" else "right", no_wrap=col != "op type")
         for t in s.top_op_types[:8]:
             top.add_row(
                 t.op_type,
@@ -114,7 +112,7 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
     if s.near_misses:
         nm = Table(title="fusion near-misses (rules that could not fire)", title_justify="left")
         for col in ("rule", "phase", "count", "why"):
-            nm.add_column(col, justify="right" if col == "count" else "left")
+            nm.add_column(col, justify="right" if col == "count" else "left", no_wrap=col == "count")
         for row in s.near_misses[:10]:
             nm.add_row(row.rule, row.phase, str(row.count), row.reason)
         console.print(nm)

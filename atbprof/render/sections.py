@@ -35,10 +35,15 @@ def render_sections(sections: list[Section], console: Console, quiet_titles: tup
             for line in sec.lines:
                 console.print(f"next: {escape(line)}")
             continue
-        if sec.rows:
+        if sec.rows and not _fits(sec, console.width):
+            _render_cards(sec, console)
+        elif sec.rows:
             table = Table(title=sec.title, title_justify="left")
             for i, h in enumerate(sec.headers):
-                table.add_column(h, justify="right" if i in sec.numeric else "left", overflow="fold")
+                if i in sec.numeric:  # a number is never broken across lines: the prose columns give way
+                    table.add_column(h, justify="right", no_wrap=True)
+                else:
+                    table.add_column(h, justify="left", overflow="fold")
             for i, row in enumerate(sec.rows):
                 style = sec.row_styles[i] if i < len(sec.row_styles) else ""
                 table.add_row(*(escape(c) for c in row), style=style or None)
@@ -47,6 +52,34 @@ def render_sections(sections: list[Section], console: Console, quiet_titles: tup
             console.print(f"[bold]{escape(sec.title)}[/bold]")
         for line in sec.lines:
             console.print(escape(line))
+
+
+PROSE_MIN = 14
+"""A text column narrower than this reads badly: such a table is drawn as one block per row instead."""
+
+
+def _fits(sec: Section, width: int) -> bool:
+    """Whether the table fits `width` with whole numbers and text columns of at least PROSE_MIN characters."""
+    need = 3 * len(sec.headers) + 1  # borders and padding
+    for i, h in enumerate(sec.headers):
+        cells = [h, *(row[i] for row in sec.rows if i < len(row))]
+        widest = max(len(c) for c in cells)
+        need += widest if i in sec.numeric else min(widest, PROSE_MIN)
+    return need <= width
+
+
+def _render_cards(sec: Section, console: Console) -> None:
+    """A table too wide for the terminal: its title, then per row `header: value` lines (numbers stay whole)."""
+    from rich.markup import escape
+
+    console.print(f"[bold]{escape(sec.title)}[/bold]")
+    for i, row in enumerate(sec.rows):
+        style = sec.row_styles[i] if i < len(sec.row_styles) else ""
+        first = f"{escape(sec.headers[0])}: {escape(row[0])}" if row else ""
+        console.print(f"- {first}", style=style or None)
+        for h, cell in zip(sec.headers[1:], row[1:], strict=False):
+            if cell:
+                console.print(f"  {escape(h)}: {escape(cell)}")
 
 
 def sections_markdown(sections: list[Section], heading: str) -> str:

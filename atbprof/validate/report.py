@@ -139,7 +139,7 @@ def render_validation(report: ValidationReport, console: Console) -> None:
     table = Table(title="findings", title_justify="left", show_lines=False)
     table.add_column("severity")
     table.add_column("rule")
-    table.add_column("events", justify="right")
+    table.add_column("events", justify="right", no_wrap=True)
     table.add_column("first", overflow="fold")
     table.add_column("what happens in Perfetto", overflow="fold")
     for f in report.findings:

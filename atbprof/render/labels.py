@@ -1,0 +1,9 @@
+"""Names shared by every view (run, analyze, diff): one name per row."""
+
+CATEGORY_LABELS = {
+    "attention": "Attention (with its norm)",
+    "ffn": "FFN (with its norm)",
+    "other": "other (embedding, LM head, sampling, host loop)",
+    "communication": "communication",
+}
+"""Seed 000's rows; `other` is everything outside the decoder layers' attention and FFN blocks."""
