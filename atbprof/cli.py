@@ -56,10 +56,9 @@ def main_options(
     ] = None,
 ) -> None:
     """Simulate, trace and compare fused vs unfused LLaMA inference on Ascend."""
-    if max_input_mb is not None:
-        from atbprof.inputs import set_max_input_mb
+    from atbprof.inputs import set_max_input_mb
 
-        set_max_input_mb(max_input_mb)
+    set_max_input_mb(max_input_mb)  # None: the environment / default (also for the next in-process invocation)
 
 
 @app.command()

@@ -76,7 +76,7 @@ def read_kineto(
     frames = None
     if steps:
         idx = [i for i, _ in steps]
-        frames = RawSteps(np.array([n for _, n in steps], np.int64), ts[idx], np.maximum(trace.dur_ns[idx], 0))
+        frames = RawSteps(np.array([n for _, n in steps], np.int64), ts[idx], trace.dur_ns[idx])
     timed = trace.timed
     first = int(ts[timed].min()) if timed.any() else None
     meta: dict[str, object] = {
@@ -138,7 +138,7 @@ def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launc
         "task_type": pa.array(["GPU"] * len(kernels), pa.string()),
         "stream_id": _streams(trace, kernels),
         "task_start_ns": pa.array(start, pa.int64()),
-        "task_dur_ns": pa.array(np.maximum(trace.dur_ns[kernels], 0), pa.int64()),
+        "task_dur_ns": pa.array(trace.dur_ns[kernels], pa.int64()),
         "host_launch_start_ns": pa.array(host_start, pa.int64(), mask=~found),
         "host_launch_dur_ns": pa.array(host_dur, pa.int64(), mask=~found),
     }
