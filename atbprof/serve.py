@@ -149,6 +149,7 @@ def port_notice(port: int, requested: int) -> str | None:
 class _TraceHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True  # rebinding right after a previous run (TIME_WAIT); a live listener still fails
+    request_queue_size = 64  # connections beyond the 16 handled are accepted and closed at once, not left queued
 
     def __init__(self, port: int, owner: TraceServer) -> None:
         self.owner = owner

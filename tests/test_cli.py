@@ -132,7 +132,7 @@ def test_run_json_matches_golden(tmp_path: Path) -> None:
     out = tmp_path / "r"
     doc = run_json(out)
     doc.pop("out_dir")
-    assert doc.pop("next") == [
+    assert doc.pop("next_commands") == [
         f"atbprof analyze {out}",
         f"atbprof open {out}",
         f"atbprof run --config {TINY} --fusion none --out {out}-unfused",

@@ -12,7 +12,8 @@ from atbprof.render.labels import CATEGORY_LABELS
 from atbprof.run import RunResult
 
 RUN_SUMMARY_SCHEMA_VERSION = "1"
-"""`atbprof run --format json`: schema_version, name, out_dir, files, device, notes, next, summary[, numerics]."""
+"""`atbprof run --format json`: schema_version, name, out_dir, files, device, notes, next_commands, summary and
+numerics (numerics runs only)."""
 
 
 def next_commands(result: RunResult, config: Path | None = None) -> list[str]:
@@ -40,7 +41,7 @@ def run_json(result: RunResult, config: Path | None = None) -> dict[str, Any]:
         "files": list(result.files),
         "device": result.device_name,
         "notes": list(result.notes),
-        "next": [c.split("   (")[0] for c in next_commands(result, config)],
+        "next_commands": [c.split("   (")[0] for c in next_commands(result, config)],
         "summary": result.summary.model_dump(mode="json"),
     }
     if result.numerics is not None:

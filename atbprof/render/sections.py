@@ -75,7 +75,8 @@ def _render_cards(sec: Section, console: Console) -> None:
     console.print(f"[bold]{escape(sec.title)}[/bold]")
     for i, row in enumerate(sec.rows):
         style = sec.row_styles[i] if i < len(sec.row_styles) else ""
-        first = f"{escape(sec.headers[0])}: {escape(row[0])}" if row else ""
+        head = escape(sec.headers[0]) if sec.headers else ""
+        first = (f"{head}: {escape(row[0])}" if head else escape(row[0])) if row else ""
         console.print(f"- {first}", style=style or None)
         for h, cell in zip(sec.headers[1:], row[1:], strict=False):
             if cell:
