@@ -232,7 +232,7 @@ def open_(
     """Serve a run's trace on 127.0.0.1 and print the Perfetto UI link that loads it."""
     from atbprof.serve import serve_trace
 
-    unfetched = False
+    unfetched = ""  # why the UI has not got the trace: "timeout" / "interrupted"; "" once it has
 
     def body() -> None:
         nonlocal unfetched
@@ -250,12 +250,16 @@ def open_(
         )
         others = f", {result.other_fetches} without the UI's origin" if result.other_fetches else ""
         console.print(f"stopped: {result.reason} ({result.fetches} fetch(es) of {result.trace} by the UI{others})")
-        unfetched = result.fetches == 0
+        unfetched = result.reason
+        if result.reason == "fetched" or (result.reason == "interrupted" and result.fetches):
+            unfetched = ""
 
     _guard(body, verbose)
-    if unfetched:
+    if unfetched == "timeout":
         typer.echo("error: the Perfetto UI never fetched the trace", err=True)
         raise typer.Exit(1)
+    if unfetched == "interrupted":
+        raise typer.Exit(128 + signal.SIGINT)
 
 
 class AnalyzeFormat(str, Enum):

@@ -9,6 +9,8 @@ the anchors have up to 100 of 191 (Level0, no stream ids) and 18 of 9,876 (a Kin
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,14 +57,15 @@ def check_task_times(columns: dict[str, pa.Array], source: str, what: str = "tas
             f"{source}: {what} {i + 1} ({_name(columns, i)}) lasts {dur[i] / 86_400e9:,.1f} days: durations are "
             "damaged (are the start time and duration columns swapped?); re-export the profile"
         )
-    negative = dur < 0
-    if negative.any():
-        i = int(np.flatnonzero(negative)[0])
-        keep &= ~negative
-        notes.append(
-            f"dropped {int(negative.sum()):,} {what}(s) with a negative duration (first: row {i + 1}, "
-            f"{_name(columns, i)}, {_us(int(dur[i]))}), as Perfetto does"
-        )
+    _drop(
+        keep,
+        dur < 0,
+        notes,
+        lambda n, i: (
+            f"dropped {n:,} {what}(s) with a negative duration (first: row {i + 1}, {_name(columns, i)}, "
+            f"{_us(int(dur[i]))}), as Perfetto does"
+        ),
+    )
     live = np.flatnonzero(keep)
     if len(live):
         first, last = int(live[np.argmin(start[live])]), int(live[np.argmax(start[live] + dur[live])])
@@ -73,16 +76,24 @@ def check_task_times(columns: dict[str, pa.Array], source: str, what: str = "tas
                 f"{_us(int(start[first]))}, row {last + 1} ends at {_us(int(start[last] + dur[last]))}); a "
                 "profile covers seconds to hours: some start times are damaged"
             )
-    dup = _exact_duplicates(columns, start, dur, keep)
-    if dup.any():
-        i = int(np.flatnonzero(dup)[0])
-        keep &= ~dup
-        notes.append(
-            f"dropped {int(dup.sum()):,} exact duplicate {what}(s) (same name, stream, start and duration as an "
-            f"earlier row; first: row {i + 1}, {_name(columns, i)})"
-        )
+    _drop(
+        keep,
+        _exact_duplicates(columns, start, dur, keep),
+        notes,
+        lambda n, i: (
+            f"dropped {n:,} exact duplicate {what}(s) (same name, stream, start and duration as an earlier "
+            f"row; first: row {i + 1}, {_name(columns, i)})"
+        ),
+    )
     _check_streams(columns, start, dur, keep, source, what)
     return keep, notes
+
+
+def _drop(keep: np.ndarray, mask: np.ndarray, notes: list[str], note: Callable[[int, int], str]) -> None:
+    """Clear `mask` from `keep` (in place) and say what went: note(count, first row)."""
+    if mask.any():
+        keep &= ~mask
+        notes.append(note(int(mask.sum()), int(np.flatnonzero(mask)[0])))
 
 
 def _exact_duplicates(columns: dict[str, pa.Array], start: np.ndarray, dur: np.ndarray, keep: np.ndarray) -> np.ndarray:

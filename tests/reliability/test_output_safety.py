@@ -204,3 +204,17 @@ def test_sigterm_during_an_export_leaves_nothing_behind(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
     assert list((tmp_path / "x").iterdir()) == []
+
+
+def test_a_full_disk_is_a_user_error_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from atbprof.writers.parquet import ParquetOpsWriter
+
+    def full(self: object, batch: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "ops.parquet"))
+
+    monkeypatch.setattr(ParquetOpsWriter, "write_batch", full)
+    err = one_error(cli("run", "--config", TINY, "--out", tmp_path / "out" / "r"))
+    assert "No space left on device; free some space, or write elsewhere (--out)" in err
+    assert list((tmp_path / "out").iterdir()) == []
