@@ -21,7 +21,6 @@ except ImportError:  # pragma: no cover
 
 DEFAULT_MAX_INPUT_MB = 4096
 ENV_MAX_INPUT_MB = "ATBPROF_MAX_INPUT_MB"
-_INFLATE_CHUNK = 1 << 24
 _INFLATE_ERRORS = (cast("type[Exception]", zlib.error),)  # isal's IsalError is not an OSError
 _KINDS = {
     stat.S_IFIFO: "a FIFO (named pipe)",
@@ -113,7 +112,8 @@ def read_text(path: Path, limit: int | None = None) -> str:
 
 
 def gunzip(raw: bytes, path: Path, limit: int | None = None) -> bytes:
-    """Inflate gzip data (any number of members) in a stream, refusing output beyond the cap."""
+    """Inflate gzip data (any number of members), refusing output beyond the cap: each member is inflated in one
+    call bounded by what is left of the cap (one call is ~2x faster than chunks joined afterwards)."""
     limit = max_input_bytes() if limit is None else limit
     parts: list[bytes] = []
     size = 0
@@ -121,19 +121,12 @@ def gunzip(raw: bytes, path: Path, limit: int | None = None) -> bytes:
     try:
         while data:
             inflate = zlib.decompressobj(wbits=31)
-            chunk = inflate.decompress(data, _INFLATE_CHUNK)
-            while True:
-                size += len(chunk)
-                if size > limit:
-                    raise too_big(path, size, limit, "inflates to more than")
-                parts.append(chunk)
-                if inflate.eof or not inflate.unconsumed_tail:
-                    break
-                chunk = inflate.decompress(inflate.unconsumed_tail, _INFLATE_CHUNK)
+            chunk = inflate.decompress(data, limit - size + 1)
+            size += len(chunk)
+            if size > limit:
+                raise too_big(path, size, limit, "inflates to more than")
+            parts.append(chunk)
             if not inflate.eof:
-                rest = inflate.flush()
-                if rest:
-                    parts.append(rest)
                 raise InputError(
                     f"{path}: a damaged or truncated gzip file (the gzip stream is truncated: it ends before its "
                     "end marker); the copy is incomplete: copy or export it again (`gzip -t` confirms the damage)"
@@ -144,4 +137,4 @@ def gunzip(raw: bytes, path: Path, limit: int | None = None) -> bytes:
             f"{path}: a damaged or truncated gzip file (corrupt gzip data: {err}); copy or export it again "
             "(`gzip -t` confirms the damage)"
         ) from None
-    return b"".join(parts)
+    return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -40,8 +40,8 @@ def export_run(
     """Write the run in `run_dir` as a `to` profile directory under `out`; the timeline JSON keeps the steps and
     layers `trace` (else the run's own output settings) choose, within the trace size cap.
 
-    Raises InputError (missing / damaged run directory, unknown target, --out inside the run) and
-    OutputExistsError (the target directory exists and `force` is False).
+    Raises InputError (missing / damaged run directory, unknown target, --out overlapping the run) and
+    OutputExistsError (the target exists and `force` is False, or it is not an export atbprof wrote).
     """
     if to not in TARGETS:
         raise InputError(f"unknown export format {to!r}: use one of {', '.join(TARGETS)}")

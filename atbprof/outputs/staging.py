@@ -12,7 +12,9 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -95,20 +97,52 @@ def clean_stale(parent: Path) -> list[str]:
     return done
 
 
+_DEFERRED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class _Deferred:
+    """Ctrl-C / SIGTERM / SIGHUP held back from `hold()` to `release()` (a pending one is delivered then): a temp
+    path created but not yet covered by its cleanup, or an output set aside but not yet replaced, would otherwise
+    be left behind. Only the main thread receives signals; elsewhere this does nothing."""
+
+    def __init__(self) -> None:
+        self._old: object = None
+
+    def hold(self) -> _Deferred:
+        if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
+            self._old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+        return self
+
+    def release(self) -> None:
+        old, self._old = self._old, None
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # type: ignore[arg-type]
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    held = _Deferred().hold()
+    try:
+        yield
+    finally:
+        held.release()
+
+
 def _swap_in(tmp: Path, final: Path, before_replace: Callable[[], object] | None) -> None:
     """Rename-aside the old output, rename-in the new, then delete the old; a failure puts the old one back."""
+    if os.path.lexists(final) and before_replace is not None:
+        before_replace()
     aside = None
-    if os.path.lexists(final):
-        if before_replace is not None:
-            before_replace()
-        aside = Path(tempfile.mkdtemp(prefix=_prefix(final), suffix=".old", dir=final.parent))
-        os.rename(final, aside)  # onto the empty directory mkdtemp made: POSIX allows it
-    try:
-        os.rename(tmp, final)
-    except BaseException:
-        if aside is not None:
-            os.rename(aside, final)
-        raise
+    with signals_deferred():
+        if os.path.lexists(final):
+            aside = Path(tempfile.mkdtemp(prefix=_prefix(final), suffix=".old", dir=final.parent))
+            os.rename(final, aside)  # onto the empty directory mkdtemp made: POSIX allows it
+        try:
+            os.rename(tmp, final)
+        except BaseException:
+            if aside is not None:
+                os.rename(aside, final)
+            raise
     if aside is not None:
         shutil.rmtree(aside, ignore_errors=True)
 
@@ -120,14 +154,21 @@ def staged_dir(final: Path, kind: OutputKind, before_replace: Callable[[], objec
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(final.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=_prefix(final), suffix=".tmp", dir=final.parent))
+    held = _Deferred().hold()  # until the cleanup below covers the new directory
     try:
+        tmp = Path(tempfile.mkdtemp(prefix=_prefix(final), suffix=".tmp", dir=final.parent))
+    except BaseException:
+        held.release()
+        raise
+    try:
+        held.release()
         yield tmp
         (tmp / MARKER).write_bytes(marker_bytes(kind, tmp))
         for d in (tmp, *(p for p in tmp.rglob("*") if p.is_dir())):
             d.chmod(0o755)  # mkdtemp makes it private; an output is an ordinary directory
         _swap_in(tmp, final, before_replace)
     except BaseException:
+        held.release()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
@@ -138,15 +179,22 @@ def staged_file(final: Path, before_replace: Callable[[], object] | None = None)
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(final.parent)
-    fd, name = tempfile.mkstemp(prefix=_prefix(final), suffix=".tmp", dir=final.parent)
-    os.close(fd)
+    held = _Deferred().hold()
+    try:
+        fd, name = tempfile.mkstemp(prefix=_prefix(final), suffix=".tmp", dir=final.parent)
+    except BaseException:
+        held.release()
+        raise
     tmp = Path(name)
     try:
+        os.close(fd)
+        held.release()
         yield tmp
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; the output is an ordinary file
         if before_replace is not None and os.path.lexists(final):
             before_replace()
         os.replace(tmp, final)
     except BaseException:
+        held.release()
         tmp.unlink(missing_ok=True)
         raise
