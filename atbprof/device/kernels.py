@@ -149,7 +149,9 @@ def evaluate_costs(reps: list[Node], spec: DeviceSpec, values: np.ndarray, weigh
                 stream_time += stream / np.minimum(bw, bd * spec.core_gm_bytes_per_cycle * f)
             else:
                 vb = ev(w.vec_bytes)
-                tiles = np.maximum(np.ceil(vb / ub_tile), 1)
+                # what a vector kernel streams (a KV cache read by fused attention) passes through UB tiles too: it
+                # is split over cores like its vector work, not pushed through one core's GM port
+                tiles = np.maximum(np.ceil(np.maximum(vb, stream) / ub_tile), 1)
                 bd = np.minimum(spec.cores.aiv, tiles)
                 bd_v = np.maximum(bd_v, bd)
                 pipes["vec"][i] += vb / (bd * spec.vector_bytes_per_cycle * f * eff.vector)
