@@ -129,8 +129,12 @@ def evaluate_costs(reps: list[Node], spec: DeviceSpec, values: np.ndarray, weigh
             if w.mm is not None:
                 b, m, k, n = (ev(d) for d in w.mm)
                 mp, kp, np_ = _ceil_to(m, 16), _ceil_to(k, 16), _ceil_to(n, 16)
-                tiles = b * np.ceil(mp / 128) * np.ceil(np_ / 128)
-                bd = np.minimum(spec.cores.aic, np.maximum(tiles, 1))
+                out_tiles = np.maximum(b * np.ceil(mp / 128) * np.ceil(np_ / 128), 1)
+                # too few output tiles for the cores (a decode GEMV with a narrow N): split K over the idle cores,
+                # as GEMV kernels do, in 256-deep slices; the partial sums are added in the output (fixpipe)
+                k_split = np.clip(np.floor(spec.cores.aic / out_tiles), 1, np.maximum(np.ceil(kp / 256), 1))
+                tiles = out_tiles * k_split
+                bd = np.minimum(spec.cores.aic, tiles)
                 bd_c = np.maximum(bd_c, bd)
                 pipes["mac"][i] += b * mp * kp * np_ / (bd * spec.cube_macs_per_cycle * f * eff.cube)
                 pipes["mte1"][i] += (
@@ -139,9 +143,9 @@ def evaluate_costs(reps: list[Node], spec: DeviceSpec, values: np.ndarray, weigh
                     * 2
                     / (bd * spec.mte1_bytes_per_cycle * f)
                 )
-                pipes["fixpipe"][i] += b * m * n * 2 / (bd * spec.fixpipe_bytes_per_cycle * f)
+                pipes["fixpipe"][i] += b * m * n * 2 * k_split / (bd * spec.fixpipe_bytes_per_cycle * f)
                 flops[i] += 2 * b * m * k * n
-                iters[i] = np.maximum(iters[i], np.ceil(tiles / bd) * np.ceil(kp / 256))
+                iters[i] = np.maximum(iters[i], np.ceil(tiles / bd) * np.ceil(kp / 256 / k_split))
                 # weights stored ND are reformatted to the cube's NZ fractals while MTE2 streams them (calibrated
                 # efficiency); hidden when the GEMM is compute-bound (prefill). Not the KV cache.
                 nd = (not weights_nz) and w.kind == "MatMulV2"
