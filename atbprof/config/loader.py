@@ -209,10 +209,11 @@ def _recorded_config(path: Path) -> tuple[dict[str, Any], Path] | None:
         return None
     import orjson
 
+    from atbprof.importers.ours import RUN_JSON_MAX_BYTES
     from atbprof.inputs import read_bytes
 
     try:
-        doc = orjson.loads(read_bytes(run_json, 1 << 28))
+        doc = orjson.loads(read_bytes(run_json, RUN_JSON_MAX_BYTES))
     except (orjson.JSONDecodeError, InputError) as err:
         raise ConfigError(f"{run_json}: not a run.json written by `atbprof run` ({err})") from None
     if not isinstance(doc, dict) or "atbprof_version" not in doc or not isinstance(doc.get("config"), dict):

@@ -12,7 +12,7 @@ from atbprof.errors import InputError
 from atbprof.importers.base import STEP_FRAMES_SCHEMA, Profile
 from atbprof.importers.guard import importer
 from atbprof.inputs import read_bytes
-from atbprof.optable.schema import check_times, read_ops, read_steps
+from atbprof.optable.schema import read_ops, read_steps
 
 RUN_JSON_MAX_BYTES = 256 << 20  # a run.json is a few KB (a numerics report adds some): anything near this is not one
 
@@ -23,8 +23,7 @@ def is_run_dir(path: Path) -> bool:
 
 @importer
 def load_run(path: Path) -> Profile:
-    ops = read_ops(path / "ops.parquet")
-    check_times(ops, str(path / "ops.parquet"))  # a run has ops: an empty table was damaged
+    ops = read_ops(path / "ops.parquet", need_rows=True)  # a run has ops: an empty table was damaged
     steps = read_steps(path / "steps.parquet") if (path / "steps.parquet").exists() else None
     meta: dict[str, object] = {}
     if (path / "run.json").exists():

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.errors import InputError
+from atbprof.optable.schema import WEEK_NS
 
-WEEK_NS = 7 * 86_400 * 10**9
 OVERLAP_TOL_NS = 1_000
 """A task may start up to 1 µs before the previous task of its stream ended (rounding in µs exports)."""
 OVERLAP_REFUSE_FRACTION = 0.5

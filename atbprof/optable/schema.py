@@ -140,8 +140,9 @@ def read_steps(path: str | Path) -> pa.Table:
     return steps
 
 
-def read_ops(path: str | Path) -> pa.Table:
-    """Read an ops.parquet written by `atbprof run`, checking its schema."""
+def read_ops(path: str | Path, *, need_rows: bool = False) -> pa.Table:
+    """Read an ops.parquet written by `atbprof run`, checking its schema and times (`need_rows`: and that it has
+    ops, as a run's op table does)."""
     import pyarrow.parquet as pq
 
     ops_metadata(path)
@@ -149,11 +150,12 @@ def read_ops(path: str | Path) -> pa.Table:
         ops = pq.read_table(path, schema=OPS_SCHEMA, page_checksum_verification=True)
     except (pa.ArrowException, OSError) as err:
         raise InputError(f"{path}: damaged ({err}); re-create the run with `atbprof run`") from None
-    check_times(ops, str(path), need_rows=False)
+    check_times(ops, str(path), need_rows=need_rows)
     return ops
 
 
 WEEK_NS = 7 * 86_400 * 10**9
+"""No task lasts, and no profile spans, longer than this (ours, and imported ones: importers/sanity.py)."""
 
 
 def check_times(ops: pa.Table, source: str, *, need_rows: bool = True) -> None:

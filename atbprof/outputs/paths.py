@@ -18,12 +18,12 @@ def absolute(path: Path) -> Path:
     return Path(path).parent.resolve() / Path(path).name
 
 
-def _check_name(out: Path, option: str, example: str) -> None:
+def _check_name(out: Path, option: str, noun: str, example: str) -> None:
     name = Path(out).name
     if name in ("", ".", ".."):
         raise InputError(
-            f"{option} {out}: names no new {example.split()[0]} (it ends in {name or str(out)!r}); "
-            f"give a new name, e.g. {option} {example.split()[1]}"
+            f"{option} {out}: names no new {noun} (it ends in {name or str(out)!r}); "
+            f"give a new name, e.g. {option} {example}"
         )
     if len(os.fsencode(name)) > 200:  # room for the temp-name prefix and suffix below NAME_MAX (255)
         raise InputError(f"{option}: the name {name[:40]}... is {len(os.fsencode(name))} bytes; use at most 200")
@@ -51,7 +51,7 @@ def check_output_dir(
     """The absolute directory to write for `out`, or the reason it may not be written (InputError: the path is
     unusable; OutputExistsError: something is there that atbprof will not replace)."""
     out = Path(out)
-    _check_name(out, option, "directory traces/my-run")
+    _check_name(out, option, "directory", "traces/my-run")
     target = absolute(out)
     _check_overlap(target, option, out, inputs)
     if target.is_symlink():
@@ -87,7 +87,7 @@ def check_output_file(
     out = Path(out)
     if out.is_dir() or str(out).endswith(("/", os.sep)):
         raise InputError(f"{option} {out} is a directory; give the file a name, e.g. {out / 'combined.json.gz'}")
-    _check_name(out, option, "file combined.json.gz")
+    _check_name(out, option, "file", "combined.json.gz")
     target = absolute(out)
     _check_overlap(target, option, out, inputs)
     if target.is_symlink():
