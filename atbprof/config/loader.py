@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from atbprof.config.models import KV_REUSE_WITH_PAGED_ATTENTION, RunConfig
-from atbprof.config.yamlio import Lines, YamlDoc, parse_yaml, read_yaml
+from atbprof.config.yamlio import Lines, YamlDoc, YamlSyntaxError, parse_yaml, read_yaml
 from atbprof.errors import ConfigError, InputError
 from atbprof.suggest import did_you_mean
 
@@ -40,10 +40,8 @@ def parse_overrides(items: list[str]) -> list[tuple[tuple[str, ...], Any]]:
             raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set workload.batch_size=32")
         try:
             value = parse_yaml(raw, f"--set {item}").data if raw.strip() else ""
-        except ConfigError as err:
-            if "not valid YAML" not in str(err):
-                raise
-            value = raw  # not YAML: the text as it is
+        except YamlSyntaxError:
+            value = raw  # not YAML: the text as it is (bounds and duplicate keys still refuse)
         parsed.append((tuple(key.strip().split(".")), value))
     return parsed
 

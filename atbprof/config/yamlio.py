@@ -83,10 +83,14 @@ def check_bounds(text: str, source: str) -> None:
         raise _syntax_error(err, source) from None
 
 
-def _syntax_error(err: yaml.YAMLError, source: str) -> ConfigError:
+class YamlSyntaxError(ConfigError):
+    """Text that is not YAML at all (a `--set` value then is taken as the text it is)."""
+
+
+def _syntax_error(err: yaml.YAMLError, source: str) -> YamlSyntaxError:
     mark = getattr(err, "problem_mark", None)
     where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-    return ConfigError(f"{source}{where}: not valid YAML ({getattr(err, 'problem', None) or err})")
+    return YamlSyntaxError(f"{source}{where}: not valid YAML ({getattr(err, 'problem', None) or err})")
 
 
 class _StrictLoader(yaml.SafeLoader):
