@@ -16,20 +16,20 @@ RUN_SUMMARY_SCHEMA_VERSION = "1"
 numerics (numerics runs only)."""
 
 
-def next_commands(result: RunResult, config: Path | None = None) -> list[str]:
-    """What to do with the run: analyze it, open its trace, run the other fusion side and diff the two."""
+def next_commands(result: RunResult, config: Path | None = None) -> list[tuple[str, str]]:
+    """What to do with the run, as (command, why): analyze it, open its trace, run the other fusion side, diff."""
     from atbprof.serve import RUN_TRACE_FILES
 
     out = result.out_dir
-    cmds = [f"atbprof analyze {out}   (unfused norms, latency breakdown, what fusing saves)"]
+    cmds = [(f"atbprof analyze {out}", "unfused norms, latency breakdown, what fusing saves")]
     trace = next((name for name in RUN_TRACE_FILES if name in result.files), None)
     if trace:
-        cmds.append(f"atbprof open {out}   (loads {trace} in the Perfetto UI)")
+        cmds.append((f"atbprof open {out}", f"loads {trace} in the Perfetto UI"))
     unfused = result.config.fusion.strategy == "none" and not result.config.fusion.enable
     other, twin = ("default", Path(f"{out}-fused")) if unfused else ("none", Path(f"{out}-unfused"))
-    cmds.append(f"atbprof run --config {config or out} --fusion {other} --out {twin}   (the other side)")
+    cmds.append((f"atbprof run --config {config or out} --fusion {other} --out {twin}", "the other side"))
     base, new = (out, twin) if unfused else (twin, out)
-    cmds.append(f"atbprof diff {base} {new}   (what fusion changed, with statistics)")
+    cmds.append((f"atbprof diff {base} {new}", "what fusion changed, with statistics"))
     return cmds
 
 
@@ -41,7 +41,7 @@ def run_json(result: RunResult, config: Path | None = None) -> dict[str, Any]:
         "files": list(result.files),
         "device": result.device_name,
         "notes": list(result.notes),
-        "next_commands": [c.split("   (")[0] for c in next_commands(result, config)],
+        "next_commands": [cmd for cmd, _ in next_commands(result, config)],
         "summary": result.summary.model_dump(mode="json"),
     }
     if result.numerics is not None:
@@ -124,5 +124,5 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"wrote {result.out_dir}/ ({', '.join(result.files)})")
-    for k, cmd in enumerate(next_commands(result, config)):
-        console.print(f"{'next:' if k == 0 else '':6}{cmd}")
+    for k, (cmd, why) in enumerate(next_commands(result, config)):
+        console.print(f"{'next:' if k == 0 else '':6}{cmd}   ({why})")
