@@ -134,6 +134,7 @@ def test_binds_loopback_only(server: TraceServer) -> None:
 
 def test_serve_trace_stops_after_one_fetch(run_dir: Path) -> None:
     seen: dict[str, object] = {}
+    readers: list[threading.Thread] = []
 
     def fetch(url: str) -> None:
         trace_url = url.split("url=", 1)[1].split("&", 1)[0]
@@ -143,11 +144,15 @@ def test_serve_trace_stops_after_one_fetch(run_dir: Path) -> None:
             with urllib.request.urlopen(request, timeout=5) as response:
                 seen["body"] = response.read()
 
-        threading.Thread(target=get, daemon=True).start()
+        reader = threading.Thread(target=get, daemon=True)
+        reader.start()
+        readers.append(reader)
         seen["url"] = url
 
     result = serve_trace(run_dir, port=0, on_ready=fetch, timeout=20)
     assert result.reason == "fetched" and result.fetches == 1
+    # the server counts a fetch once the last byte is flushed; the reader may still be storing it
+    readers[0].join(timeout=10)
     assert seen["body"] == (run_dir / "trace.json.gz").read_bytes()
     assert seen["url"] == result.url
     with pytest.raises(OSError):  # the server is gone
