@@ -36,6 +36,7 @@ format: venv
 
 bench: venv
 	$(BIN)/python scripts/bench_run.py
+	$(BIN)/python scripts/bench_fidelity.py
 
 calibrate: venv
 	$(BIN)/python scripts/calibrate.py --sweep

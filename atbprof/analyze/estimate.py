@@ -32,8 +32,8 @@ class FusedEstimate:
     matmul_ns: float  # the MatMul alone (Norm+MatMul), else 0
 
 
-def device_for(meta: dict[str, object]) -> tuple[str, str]:
-    """(device preset, why): the 910 variant named in the profile's metadata, else 910B2."""
+def device_from_meta(meta: dict[str, object]) -> tuple[str, str] | None:
+    """(device preset, why) when the profile's metadata names a 910 variant, else None."""
     candidates: list[object] = [meta.get(k) for k in ("device", "soc_version", "device_name", "chip", "npu")]
     device = meta.get("device")
     if isinstance(device, dict):
@@ -47,7 +47,12 @@ def device_for(meta: dict[str, object]) -> tuple[str, str]:
             preset = "910A" if text == "910" else text
             if preset in PRESETS:
                 return preset, f"from the profile's metadata ({value})"
-    return DEFAULT_DEVICE, "the profile does not say which 910 it ran on; 910B2 assumed"
+    return None
+
+
+def device_for(meta: dict[str, object]) -> tuple[str, str]:
+    """(device preset, why): the 910 variant named in the profile's metadata, else 910B2."""
+    return device_from_meta(meta) or (DEFAULT_DEVICE, "the profile does not say which 910 it ran on; 910B2 assumed")
 
 
 def _cost(nodes: list[Node], spec: DeviceSpec) -> float:

@@ -86,8 +86,15 @@ class _Evaluator:
         return np.asarray(e.coef @ self.v)
 
 
-def evaluate_costs(reps: list[Node], spec: DeviceSpec, values: np.ndarray, weights_nz: bool = False) -> KernelCosts:
-    """Cost of each representative node at each step; `values` is (len(BASIS), steps) from `basis_values`."""
+def evaluate_costs(
+    reps: list[Node],
+    spec: DeviceSpec,
+    values: np.ndarray,
+    weights_nz: bool = False,
+    block_caps: np.ndarray | None = None,
+) -> KernelCosts:
+    """Cost of each representative node at each step; `values` is (len(BASIS), steps) from `basis_values`.
+    `block_caps` (reps, 2): the most cube / vector cores a kernel may use (a measured kernel's Block Dim)."""
     assert values.shape[0] == len(BASIS)
     ev = _Evaluator(values)
     steps = values.shape[1]
@@ -107,7 +114,9 @@ def evaluate_costs(reps: list[Node], spec: DeviceSpec, values: np.ndarray, weigh
     task_type = np.zeros(u, dtype=np.int8)
     dur = z()
     bound = np.zeros((u, steps), dtype=np.int8)
+    caps = np.array([[spec.cores.aic, spec.cores.aiv]] * u, dtype=np.float64) if block_caps is None else block_caps
     for i, node in enumerate(reps):
+        cap_cube, cap_vec = min(caps[i, 0], spec.cores.aic), min(caps[i, 1], spec.cores.aiv)
         units = {w.unit for w in node.work}
         has_cube, has_vec = "cube" in units, bool(units & {"vector"})
         if units == {"aicpu"}:
@@ -132,9 +141,9 @@ def evaluate_costs(reps: list[Node], spec: DeviceSpec, values: np.ndarray, weigh
                 out_tiles = np.maximum(b * np.ceil(mp / 128) * np.ceil(np_ / 128), 1)
                 # too few output tiles for the cores (a decode GEMV with a narrow N): split K over the idle cores,
                 # as GEMV kernels do, in 256-deep slices; the partial sums are added in the output (fixpipe)
-                k_split = np.clip(np.floor(spec.cores.aic / out_tiles), 1, np.maximum(np.ceil(kp / 256), 1))
+                k_split = np.clip(np.floor(cap_cube / out_tiles), 1, np.maximum(np.ceil(kp / 256), 1))
                 tiles = out_tiles * k_split
-                bd = np.minimum(spec.cores.aic, tiles)
+                bd = np.minimum(cap_cube, tiles)
                 bd_c = np.maximum(bd_c, bd)
                 pipes["mac"][i] += b * mp * kp * np_ / (bd * spec.cube_macs_per_cycle * f * eff.cube)
                 pipes["mte1"][i] += (
@@ -156,7 +165,7 @@ def evaluate_costs(reps: list[Node], spec: DeviceSpec, values: np.ndarray, weigh
                 # what a vector kernel streams (a KV cache read by fused attention) passes through UB tiles too: it
                 # is split over cores like its vector work, not pushed through one core's GM port
                 tiles = np.maximum(np.ceil(np.maximum(vb, stream) / ub_tile), 1)
-                bd = np.minimum(spec.cores.aiv, tiles)
+                bd = np.minimum(cap_vec, tiles)
                 bd_v = np.maximum(bd_v, bd)
                 pipes["vec"][i] += vb / (bd * spec.vector_bytes_per_cycle * f * eff.vector)
                 flops[i] += ev(w.vec_flops)
@@ -203,7 +212,7 @@ def evaluate_costs(reps: list[Node], spec: DeviceSpec, values: np.ndarray, weigh
         exec_ns = longest + (stacked.sum(axis=0) - longest) / np.maximum(iters[i], 1)
         # reads and writes share the HBM: their sum can not move faster than the streaming bandwidth
         exec_ns = np.maximum(exec_ns, (reads[i] + writes[i]) / (eff.hbm_stream * hbm))
-        exec_ns *= icache
+        exec_ns *= icache * spec.op_time_scale.get(node.op_type, 1.0)  # 1 unless a calibrated spec says
         for p in PIPES:
             pipes[p][i] = np.minimum(pipes[p][i] * icache, exec_ns)
         dur[i] = static[i, 0] + exec_ns

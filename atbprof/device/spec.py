@@ -74,6 +74,10 @@ class DeviceSpec(_M):
     efficiency: Efficiency
     static_cost_us: StaticCost
     fusion_icache: ICache
+    # fitted by `atbprof calibrate` (empty in the shipped presets): measured / modelled execution time of each op
+    # type's kernels on the profiled hardware, the part of a kernel library's quality the pipes do not explain
+    op_time_scale: dict[str, Annotated[float, Field(ge=0.05, le=20)]] = Field(default_factory=dict, max_length=1000)
+    calibration: dict[str, str | int | float] = Field(default_factory=dict, max_length=100, strict=False)
 
     @property
     def peak_flops(self) -> float:

@@ -1,0 +1,65 @@
+"""Which device a real profile ran on: `--device`, else its metadata, else the core counts its Block Dims show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from atbprof.analyze.estimate import device_from_meta
+from atbprof.device.spec import PRESETS, DeviceSpec, load_device
+from atbprof.errors import InputError, UsageError
+from atbprof.predict.report import DeviceChoice
+
+PREFERRED = ("910B3", "910B2", "910B1", "910B4", "910A")
+"""Among presets with the same core counts, the one assumed (the others are named in the reason)."""
+_CUBE = ("AI_CORE", "MIX_AIC")
+_VECTOR = ("AI_VECTOR_CORE", "MIX_AIV")
+
+
+def choose_device(ops: pa.Table, meta: dict[str, object], device: str | None) -> tuple[DeviceSpec, DeviceChoice]:
+    if device:
+        if device in PRESETS:
+            return load_device(device), DeviceChoice(device, None, "--device")
+        if Path(device).suffix in (".yaml", ".yml") or Path(device).exists():
+            spec = load_device(None, device)
+            return spec, DeviceChoice(None, str(device), f"--device {device} ({spec.name})")
+        raise UsageError(f"--device {device!r}: not a preset ({', '.join(PRESETS)}) nor a device spec YAML file")
+    named = device_from_meta(meta)
+    if named:
+        return load_device(named[0]), DeviceChoice(named[0], None, named[1])
+    preset, how = _from_block_dims(ops)
+    return load_device(preset), DeviceChoice(preset, None, how)
+
+
+def _max_block(ops: pa.Table, task_types: tuple[str, ...], column: str = "block_dim") -> int:
+    rows = pc.is_in(ops.column("task_type").cast(pa.string()), pa.array(task_types))
+    values = pc.filter(ops.column(column), pc.fill_null(rows, False))
+    top = pc.max(values).as_py() if len(values) else None
+    return int(top or 0)
+
+
+def _from_block_dims(ops: pa.Table) -> tuple[str, str]:
+    cube = _max_block(ops, _CUBE)
+    vector = max(_max_block(ops, _VECTOR), _max_block(ops, ("MIX_AIC",), "mix_block_dim"))
+    split = vector > 0 or bool(_max_block(ops, ("MIX_AIC", "MIX_AIV")))
+    if not cube and not vector:
+        raise InputError(
+            "the profile records no Block Dim to tell the device by, and no device name: "
+            f"pass --device ({', '.join(PRESETS)} or a spec YAML)"
+        )
+    specs = {p: load_device(p) for p in PREFERRED}
+    # a vector kernel may launch more blocks than there are cores (they run in waves): the cube count decides
+    fits = [p for p in PREFERRED if specs[p].cores.split == split and (specs[p].cores.aic == cube if cube else True)]
+    seen = f"cube Block Dims up to {cube}" if cube else f"vector Block Dims up to {vector}"
+    if not fits:  # a partial capture uses fewer cores than the chip has: the smallest chip that holds them
+        fits = sorted(
+            (p for p in PREFERRED if specs[p].cores.split == split and specs[p].cores.aic >= cube),
+            key=lambda p: (specs[p].cores.aic, PREFERRED.index(p)),
+        )
+        if not fits:
+            raise InputError(f"{seen}: no device preset has that many cores; pass --device with a spec YAML")
+        return fits[0], f"{seen}: no preset has exactly these; {fits[0]} assumed (--device to choose)"
+    also = f" (also {', '.join(fits[1:])}: --device to choose)" if fits[1:] else ""
+    return fits[0], f"{seen}: the {fits[0]} family{also}"

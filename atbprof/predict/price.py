@@ -1,0 +1,140 @@
+"""Price every kernel of an op table with the device model: one node per distinct kernel signature, one array pass.
+
+Pure: an op table in, a prices table out (`PRICES_SCHEMA`); the input is never changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from atbprof.device.kernels import evaluate_costs
+from atbprof.device.spec import DeviceSpec
+from atbprof.graph.expr import basis_values
+from atbprof.graph.nodes import Node
+from atbprof.predict.kernel_work import Unpriceable, kernel_node
+from atbprof.predict.recipes import Recipes, load_recipes
+from atbprof.predict.shapes import ShapeError, parse_tensors
+
+PRICES_SCHEMA = pa.schema(
+    [
+        pa.field("op_index", pa.int64(), nullable=False),
+        pa.field("op_type", pa.string(), nullable=False),
+        pa.field("measured_ns", pa.int64(), nullable=False, metadata={"doc": "the profile's Duration"}),
+        pa.field("predicted_ns", pa.float64(), nullable=True, metadata={"doc": "the device model; null: unpriced"}),
+        pa.field("communication", pa.bool_(), nullable=False, metadata={"doc": "an HCCL kernel (listed only)"}),
+        pa.field("why", pa.string(), nullable=True, metadata={"doc": "why the kernel is unpriced"}),
+    ]
+)
+COMMUNICATION_WHY = "communication: listed, not priced (HCCL is modelled by the parallelism work)"
+_SIGNATURE = (
+    "op_type",
+    "task_type",
+    "block_dim",
+    "mix_block_dim",
+    "input_shapes",
+    "input_dtypes",
+    "output_shapes",
+    "output_dtypes",
+)
+
+
+def _caps(task_type: str | None, block_dim: int | None, mix: int | None, spec: DeviceSpec) -> tuple[float, float]:
+    """The cores a measured kernel ran on, as (cube, vector) limits for the model's tiling."""
+    cube, vec = float(spec.cores.aic), float(spec.cores.aiv)
+    bd = float(block_dim) if block_dim else None
+    if bd is None:
+        return cube, vec
+    if task_type == "MIX_AIC":
+        return bd, float(mix) if mix else 2 * bd
+    if task_type == "MIX_AIV":
+        return max(bd / 2, 1.0), bd  # Block Dim counts the vector blocks; one cube serves two
+    if task_type == "AI_VECTOR_CORE":
+        return cube, bd
+    if task_type == "AI_CORE" and spec.cores.split:
+        return bd, vec
+    return bd, bd  # coupled cores (910A): one Block Dim for both units
+
+
+@dataclass(frozen=True)
+class KernelSet:
+    """An op table's kernels as model nodes, built once (calibrate prices the same set with many specs)."""
+
+    ops: pa.Table
+    keys: np.ndarray  # row -> signature
+    nodes: list[Node]  # one per priceable signature
+    caps: np.ndarray  # (nodes, 2) cube / vector core limits from the recorded Block Dims
+    node_of: np.ndarray  # signature -> node index, -1 when unpriced
+    communication: np.ndarray  # per signature
+    why: list[str | None]  # per signature
+
+
+def build_kernel_set(ops: pa.Table, spec: DeviceSpec, recipes: Recipes | None = None) -> KernelSet:
+    recipes = recipes or load_recipes()
+    cols = {c: ops.column(c).to_pylist() for c in _SIGNATURE}
+    index: dict[tuple[object, ...], int] = {}
+    keys = np.empty(ops.num_rows, dtype=np.int64)
+    for row, key in enumerate(zip(*(cols[c] for c in _SIGNATURE), strict=True)):
+        keys[row] = index.setdefault(key, len(index))
+    nodes: list[Node] = []
+    caps: list[tuple[float, float]] = []
+    node_of = np.full(len(index), -1, dtype=np.int64)
+    why: list[str | None] = [None] * len(index)
+    communication = np.zeros(len(index), dtype=bool)
+    for key, sig in index.items():
+        op_type, task_type, block_dim, mix, in_shapes, in_types, out_shapes, out_types = key
+        if recipes.is_communication(str(op_type), task_type):  # type: ignore[arg-type]
+            communication[sig], why[sig] = True, COMMUNICATION_WHY
+            continue
+        recipe = recipes.op_types.get(str(op_type))
+        if recipe is None:
+            why[sig] = "op type not in the device model's recipes (atbprof/data/predict_recipes.yaml)"
+            continue
+        try:
+            node = kernel_node(
+                str(op_type),
+                recipe,
+                parse_tensors(in_shapes, in_types),  # type: ignore[arg-type]
+                parse_tensors(out_shapes, out_types),  # type: ignore[arg-type]
+            )
+        except (Unpriceable, ShapeError) as err:
+            why[sig] = str(err)
+            continue
+        node_of[sig] = len(nodes)
+        nodes.append(node)
+        caps.append(_caps(task_type, block_dim, mix, spec))  # type: ignore[arg-type]
+    return KernelSet(ops, keys, nodes, np.array(caps).reshape(-1, 2), node_of, communication, why)
+
+
+def node_durations(kernels: KernelSet, spec: DeviceSpec) -> np.ndarray:
+    """Predicted ns of each node (the distinct priceable kernels)."""
+    if not kernels.nodes:
+        return np.zeros(0)
+    values = basis_values(1, np.array([1]), np.array([1]))  # every size is a constant
+    return np.asarray(evaluate_costs(kernels.nodes, spec, values, block_caps=kernels.caps).dur[:, 0])
+
+
+def row_predictions(kernels: KernelSet, durations: np.ndarray) -> np.ndarray:
+    """Per op-table row: the node's duration, NaN where unpriced."""
+    per_sig = np.full(kernels.node_of.size, np.nan)
+    priced = kernels.node_of >= 0
+    per_sig[priced] = durations[kernels.node_of[priced]]
+    return per_sig[kernels.keys]
+
+
+def price_kernels(ops: pa.Table, spec: DeviceSpec, recipes: Recipes | None = None) -> pa.Table:
+    kernels = build_kernel_set(ops, spec, recipes)
+    predicted = row_predictions(kernels, node_durations(kernels, spec))
+    return pa.table(
+        {
+            "op_index": ops.column("op_index"),
+            "op_type": ops.column("op_type").cast(pa.string()),
+            "measured_ns": ops.column("task_dur_ns"),
+            "predicted_ns": pa.array(predicted, pa.float64(), mask=np.isnan(predicted)),
+            "communication": pa.array(kernels.communication[kernels.keys]),
+            "why": pa.array([kernels.why[int(k)] for k in kernels.keys], pa.string()),
+        },
+        schema=PRICES_SCHEMA,
+    )

@@ -1,0 +1,43 @@
+"""The recipes of `atbprof predict` (data: atbprof/data/predict_recipes.yaml): which cost shape each op type has."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class Recipe(_M):
+    recipe: Literal["gemm", "attention", "vector"]
+    passes: float = Field(default=1.0, gt=0, le=1000)
+    inplace: tuple[int, ...] = Field(default=(), strict=False, max_length=64)
+    products: int = Field(default=2, ge=1, le=16)
+    score_passes: float = Field(default=7.8, ge=0, le=1000)
+
+
+class Communication(_M):
+    op_type_prefixes: tuple[str, ...] = Field(strict=False)
+    task_types: tuple[str, ...] = Field(strict=False)
+
+
+class Recipes(_M):
+    communication: Communication
+    op_types: dict[str, Recipe]
+
+    def is_communication(self, op_type: str, task_type: str | None) -> bool:
+        return op_type.startswith(self.communication.op_type_prefixes) or (task_type or "") in (
+            self.communication.task_types
+        )
+
+
+@lru_cache(maxsize=1)
+def load_recipes() -> Recipes:
+    text = resources.files("atbprof.data").joinpath("predict_recipes.yaml").read_text(encoding="utf-8")
+    return Recipes.model_validate(yaml.safe_load(text))  # our own data: a failure here is a bug

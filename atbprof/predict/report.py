@@ -1,0 +1,120 @@
+"""Measured vs predicted, per op type and overall: the figures of `atbprof predict` (pure: prices in, report out)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+PREDICT_SCHEMA_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """Error figures over a set of kernels. Times in µs; errors as fractions (0.12 = 12 %)."""
+
+    kernels: int
+    priced_kernels: int
+    measured_us: float  # all kernels of the set
+    priced_measured_us: float  # the priced ones
+    predicted_us: float  # the priced ones
+    time_weighted_error: float | None  # sum |pred - meas| / sum meas over priced kernels
+    signed_error: float | None  # (sum pred - sum meas) / sum meas: negative = the model is too fast
+    median_abs_pct_error: float | None
+    p90_abs_pct_error: float | None
+
+
+@dataclass(frozen=True)
+class OpTypeAccuracy:
+    op_type: str
+    accuracy: Accuracy
+
+
+@dataclass(frozen=True)
+class Unpriced:
+    op_type: str
+    count: int
+    measured_us: float
+    why: str
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    preset: str | None
+    spec: str | None
+    how: str
+
+
+@dataclass(frozen=True)
+class PredictReport:
+    source: str
+    device: DeviceChoice
+    overall: Accuracy
+    priced_fraction: float  # of non-communication device time
+    communication_us: float
+    op_types: list[OpTypeAccuracy]  # priced op types, most measured time first
+    unpriced: list[Unpriced]  # most measured time first (communication included, said so in `why`)
+
+
+def accuracy(measured_ns: np.ndarray, predicted_ns: np.ndarray) -> Accuracy:
+    """`predicted_ns` is NaN where a kernel is unpriced."""
+    priced = ~np.isnan(predicted_ns)
+    meas, pred = measured_ns[priced].astype(np.float64), predicted_ns[priced]
+    total = float(meas.sum())
+    errors: tuple[float | None, ...] = (None, None, None, None)
+    if priced.any() and total > 0:
+        nonzero = meas > 0
+        pct = np.abs(pred[nonzero] - meas[nonzero]) / meas[nonzero]
+        errors = (
+            float(np.abs(pred - meas).sum() / total),
+            float((pred.sum() - total) / total),
+            float(np.median(pct)) if pct.size else None,
+            float(np.percentile(pct, 90)) if pct.size else None,
+        )
+    return Accuracy(
+        kernels=int(measured_ns.size),
+        priced_kernels=int(priced.sum()),
+        measured_us=float(measured_ns.sum()) / 1e3,
+        priced_measured_us=total / 1e3,
+        predicted_us=float(pred.sum()) / 1e3,
+        time_weighted_error=errors[0],
+        signed_error=errors[1],
+        median_abs_pct_error=errors[2],
+        p90_abs_pct_error=errors[3],
+    )
+
+
+def summarize(prices: pa.Table, source: str, device: DeviceChoice) -> PredictReport:
+    """The report of a prices table (atbprof/predict/price.py PRICES_SCHEMA)."""
+    op_types = np.asarray(prices.column("op_type").to_pylist(), dtype=object)
+    measured = prices.column("measured_ns").to_numpy().astype(np.float64)
+    predicted = prices.column("predicted_ns").to_numpy(zero_copy_only=False).astype(np.float64)
+    comm = prices.column("communication").to_numpy(zero_copy_only=False).astype(bool)
+    whys = np.asarray(prices.column("why").to_pylist(), dtype=object)
+    compute = ~comm
+    overall = accuracy(measured[compute], predicted[compute])
+    rows: list[OpTypeAccuracy] = []
+    unpriced: dict[tuple[str, str], list[float]] = {}
+    for op_type in sorted(set(op_types.tolist())):
+        sel = op_types == op_type
+        acc = accuracy(measured[sel & compute], predicted[sel & compute])
+        if acc.priced_kernels:
+            rows.append(OpTypeAccuracy(op_type, acc))
+        for i in np.flatnonzero(sel & np.isnan(predicted)):
+            entry = unpriced.setdefault((op_type, str(whys[i])), [0, 0.0])
+            entry[0] += 1
+            entry[1] += measured[i] / 1e3
+    rows.sort(key=lambda r: (-r.accuracy.priced_measured_us, r.op_type))
+    lost = [Unpriced(t, int(n), float(us), why) for (t, why), (n, us) in unpriced.items()]
+    lost.sort(key=lambda u: (-u.measured_us, u.op_type))
+    compute_us = overall.measured_us
+    return PredictReport(
+        source=source,
+        device=device,
+        overall=overall,
+        priced_fraction=overall.priced_measured_us / compute_us if compute_us else 0.0,
+        communication_us=float(measured[comm].sum()) / 1e3,
+        op_types=rows,
+        unpriced=lost,
+    )

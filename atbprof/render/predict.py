@@ -1,0 +1,107 @@
+"""`atbprof predict` output: a rich report, its Markdown twin, and the JSON contract (docs: README "predict")."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from atbprof.predict.report import PREDICT_SCHEMA_VERSION, Accuracy, PredictReport
+from atbprof.render.sections import Section, render_sections, sections_markdown
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def _pct(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{x:+.1%}" if signed else f"{x:.1%}"
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:,.3f}"
+
+
+def _row(name: str, a: Accuracy) -> list[str]:
+    return [
+        name,
+        f"{a.priced_kernels:,}",
+        _ms(a.priced_measured_us),
+        _ms(a.predicted_us),
+        _pct(a.time_weighted_error),
+        _pct(a.signed_error, signed=True),
+        _pct(a.median_abs_pct_error),
+        _pct(a.p90_abs_pct_error),
+    ]
+
+
+HEADERS = ["", "kernels", "measured ms", "predicted ms", "error", "bias", "median", "p90"]
+
+
+def sections(report: PredictReport, top: int = 20) -> list[Section]:
+    o = report.overall
+    out = [
+        Section(
+            "summary",
+            lines=[
+                f"{o.priced_kernels:,} of {o.kernels:,} compute kernels priced ({report.priced_fraction:.1%} of "
+                f"their {_ms(o.measured_us)} ms): time-weighted error {_pct(o.time_weighted_error)}, "
+                f"model {_pct(o.signed_error, signed=True)} vs measured"
+            ],
+        ),
+        Section(
+            "source",
+            lines=[
+                f"profile: {report.source}",
+                f"device: {report.device.preset or report.device.spec} ({report.device.how})",
+            ],
+        ),
+    ]
+    table = Section("by op type (priced kernels)", HEADERS, numeric={1, 2, 3, 4, 5, 6, 7})
+    table.rows = [_row(r.op_type, r.accuracy) for r in report.op_types[:top]]
+    if len(report.op_types) > top:
+        table.lines.append(f"... {len(report.op_types) - top} more op types (--top, or --format json for all)")
+    table.rows.append(_row("all priced", o))
+    out.append(table)
+    if report.unpriced:
+        lost = Section("not priced", ["op type", "kernels", "measured ms", "why"], numeric={1, 2})
+        lost.rows = [[u.op_type, f"{u.count:,}", _ms(u.measured_us), u.why] for u in report.unpriced[:top]]
+        out.append(lost)
+    out.append(
+        Section(
+            "notes",
+            lines=[
+                "error = sum |predicted - measured| / sum measured; bias = (sum predicted - sum measured) / sum "
+                "measured (negative: the model is faster than the device); median / p90 of |error| per kernel",
+                f"communication kernels ({_ms(report.communication_us)} ms) are listed, not priced",
+            ],
+        )
+    )
+    return out
+
+
+def render_predict(report: PredictReport, console: Console, top: int = 20) -> None:
+    render_sections(sections(report, top), console)
+
+
+def predict_markdown(report: PredictReport, top: int = 20) -> str:
+    return sections_markdown(sections(report, top), "atbprof predict")
+
+
+def _accuracy(a: Accuracy) -> dict[str, Any]:
+    return asdict(a)
+
+
+def predict_json(report: PredictReport) -> dict[str, Any]:
+    """The JSON contract (schema_version 1): every figure of the report, all op types (no --top cut)."""
+    overall = _accuracy(report.overall)
+    overall["priced_fraction"] = report.priced_fraction
+    overall["communication_us"] = report.communication_us
+    return {
+        "schema_version": PREDICT_SCHEMA_VERSION,
+        "source": report.source,
+        "device": {"preset": report.device.preset, "spec": report.device.spec, "how": report.device.how},
+        "overall": overall,
+        "op_types": [{"op_type": r.op_type, **_accuracy(r.accuracy)} for r in report.op_types],
+        "unpriced": [asdict(u) for u in report.unpriced],
+    }

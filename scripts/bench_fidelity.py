@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""How far the device model is from real Ascend kernels, and how fast predict / calibrate are (issue 12 targets).
+
+    python scripts/bench_fidelity.py            # a few tens of seconds on 2 cores
+    python scripts/bench_fidelity.py --json     # the same figures as JSON
+
+1. predict with the shipped presets on the real samples in ../shared/anchors: time-weighted error overall and per
+   op type (targets on the Qwen3 910B sample: <= 25 % overall, MatMul <= 15 %, >= 90 % of compute time priced).
+2. calibrate on the Qwen3 sample (target <= 10 %), and the calibrated spec on the samples it was not fitted on.
+3. wall times, medians of --repeat: predict's pricing (< 1 s) and calibrate (< 10 s) in process.
+4. simulated checks: LLaMA-3-8B decode on 910B2 graph at prompt 32768 against its HBM floor (1.2-1.6x), and the
+   prefill MFU of LLaMA-2-7B at 2048 tokens on 910B2.
+The side-by-side with genz-llm and llm-analysis (their own venv) is not built yet (README, issue 12).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ASCEND = ROOT.parent / "shared" / "anchors" / "ascend_samples"
+sys.path.insert(0, str(ROOT))
+
+from atbprof.config import load_config  # noqa: E402
+from atbprof.device.spec import load_device  # noqa: E402
+from atbprof.importers import load_profile  # noqa: E402
+from atbprof.predict import predict_profile  # noqa: E402
+from atbprof.predict.calibrate import calibrate_profile, spec_yaml  # noqa: E402
+from atbprof.predict.price import price_kernels  # noqa: E402
+from atbprof.run import summarize  # noqa: E402
+
+SAMPLES = {
+    "qwen3 910B (fit)": ASCEND / "msinsight_qwen3_0.6b_level2_rank0",
+    "mstt FA/MatMul": ASCEND / "mstt_advisor_ut" / "kernel_details_fa_matmul_pipeutil.csv",
+    "mstt GPT": ASCEND / "mstt_advisor_ut" / "kernel_details_gpt_layernorm_train.csv",
+}
+
+
+def _median_s(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    out: dict[str, object] = {}
+    profiles = {k: load_profile(p, framework=False) for k, p in SAMPLES.items()}
+    qwen = profiles["qwen3 910B (fit)"]
+    cal = calibrate_profile(qwen)
+    with tempfile.TemporaryDirectory() as tmp:
+        spec_file = Path(tmp) / "cal.yaml"
+        spec_file.write_text(spec_yaml(cal))
+        rows = {}
+        for name, prof in profiles.items():
+            shipped = predict_profile(prof)
+            fitted = predict_profile(prof, device=str(spec_file))
+            rows[name] = {
+                "device": shipped.device.preset,
+                "priced_fraction": shipped.priced_fraction,
+                "shipped_error": shipped.overall.time_weighted_error,
+                "shipped_bias": shipped.overall.signed_error,
+                "calibrated_error": fitted.overall.time_weighted_error,
+                "op_types": {r.op_type: round(r.accuracy.time_weighted_error or 0, 4) for r in shipped.op_types[:8]},
+            }
+        out["samples"] = rows
+    spec = load_device("910B3")
+    out["predict_pricing_s"] = _median_s(lambda: price_kernels(qwen.ops, spec), args.repeat)
+    out["calibrate_s"] = _median_s(lambda: calibrate_profile(qwen), args.repeat)
+    out["calibrated_fit_error"] = cal.after.time_weighted_error
+    out["host_dispatch_us"] = cal.host_dispatch.per_kernel_us if cal.host_dispatch else None
+    gqa = summarize(
+        load_config(
+            ROOT / "fixtures" / "llama3-8b-910b2.yaml",
+            ["execution.mode=graph", "workload.prompt_len=32768", "workload.decode_tokens=4"],
+        )
+    )
+    out["llama3_8b_decode_over_floor"] = gqa.decode_ms_per_token / gqa.hbm_floor_ms_per_token
+    pre = summarize(
+        load_config(
+            ROOT / "fixtures" / "llama2-7b-910b2.yaml",
+            ["execution.mode=graph", "workload.prompt_len=2048", "workload.decode_tokens=1"],
+        )
+    )
+    flops = 2 * 6.74e9 * 2048  # dense forward FLOPs of LLaMA-2-7B over 2048 tokens (attention excluded)
+    out["llama2_7b_prefill_mfu"] = flops / (pre.ttft_ms / 1e3) / load_device("910B2").peak_flops
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    for name, r in rows.items():
+        print(
+            f"{name:18s} on {r['device']}: priced {r['priced_fraction']:.1%}, error shipped {r['shipped_error']:.1%}"
+            f" (bias {r['shipped_bias']:+.1%}), calibrated-on-qwen3 {r['calibrated_error']:.1%}"
+        )
+        print("    " + ", ".join(f"{k} {v:.0%}" for k, v in r["op_types"].items()))
+    print(
+        f"predict pricing {out['predict_pricing_s']:.3f} s (target < 1 s); "
+        f"calibrate {out['calibrate_s']:.2f} s (< 10 s)"
+    )
+    print(f"calibrated error on its own sample {cal.after.time_weighted_error:.1%} (target <= 10 %)")
+    print(f"host dispatch from api_statistic.csv: {out['host_dispatch_us']:.1f} us per kernel (simulator: 45 us)")
+    print(f"LLaMA-3-8B 910B2 graph prompt 32768: {out['llama3_8b_decode_over_floor']:.2f}x its HBM floor (1.2-1.6x)")
+    print(f"LLaMA-2-7B 910B2 prefill 2048: MFU {out['llama2_7b_prefill_mfu']:.1%} (no attention FLOPs counted)")
+
+
+if __name__ == "__main__":
+    main()

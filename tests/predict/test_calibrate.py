@@ -1,0 +1,82 @@
+"""`atbprof calibrate`: a reproducible fit that lowers the error, written safely, read back as a device spec."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from atbprof.cli import app
+from atbprof.device.spec import load_device
+from atbprof.importers import load_profile
+from atbprof.predict import predict_profile
+from atbprof.predict.calibrate import FITTED, calibrate_profile, spec_yaml
+from tests.importers.conftest import MSTT, QWEN, shared
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def fit():  # type: ignore[no-untyped-def]
+    return calibrate_profile(load_profile(shared(QWEN)))
+
+
+def test_fit_meets_the_target_and_stays_in_range(fit) -> None:  # type: ignore[no-untyped-def]
+    # measured 2026-12: 56.1 % -> 16.9 % (the issue's target, 10 %, is not met yet: README "predict")
+    assert fit.after.time_weighted_error <= 0.20 < fit.before.time_weighted_error
+    for section, name, lo, hi in FITTED:
+        assert lo <= fit.fitted[f"{section}.{name}"] <= hi
+    assert all(0.05 <= v <= 20 for v in fit.spec.op_time_scale.values())
+
+
+def test_fit_is_reproducible(fit) -> None:  # type: ignore[no-untyped-def]
+    again = calibrate_profile(load_profile(shared(QWEN)))
+    assert spec_yaml(again) == spec_yaml(fit)
+
+
+def test_host_dispatch_from_api_statistic(fit) -> None:  # type: ignore[no-untyped-def]
+    assert fit.host_dispatch is not None and fit.host_dispatch.launches == 2467
+    assert 5 < fit.host_dispatch.per_kernel_us < 100
+
+
+def test_written_spec_loads_and_prices_like_the_fit(fit, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "my-910b.yaml"
+    result = runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(out), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert {"schema_version", "spec_path", "fitted", "before", "after"} <= set(doc)
+    spec = load_device(None, str(out))
+    assert spec.calibration["kernels"] == fit.kernels and spec.op_time_scale == fit.spec.op_time_scale
+    again = predict_profile(load_profile(shared(QWEN)), device=str(out))
+    assert again.overall.time_weighted_error == pytest.approx(fit.after.time_weighted_error, rel=1e-3)
+    # the held-out sample (not fitted on) is priced too; its error is reported, not asserted small
+    held_out = predict_profile(load_profile(shared(MSTT / "kernel_details_fa_matmul_pipeutil.csv")), device=str(out))
+    assert held_out.overall.priced_kernels > 0
+
+
+def test_never_overwrites_without_force_nor_a_foreign_file(tmp_path: Path) -> None:
+    out = tmp_path / "spec.yaml"
+    assert runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(out)]).exit_code == 0
+    first = out.read_bytes()
+    again = runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(out)])
+    assert again.exit_code == 3 and "--force" in again.output
+    assert runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(out), "--force"]).exit_code == 0
+    assert out.read_bytes() == first  # deterministic
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("name: my own notes\n")
+    refused = runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(mine), "--force"])
+    assert refused.exit_code == 3 and mine.read_text() == "name: my own notes\n"
+
+
+def test_calibrated_spec_simulates(fit, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    spec_file = tmp_path / "cal.yaml"
+    spec_file.write_text(spec_yaml(fit))
+    from atbprof.config import load_config
+    from atbprof.run import summarize
+
+    cfg = load_config(
+        Path(__file__).parents[2] / "fixtures/tiny-llama.yaml", [f"device.spec={spec_file}", "workload.decode_tokens=2"]
+    )
+    assert summarize(cfg).decode_ms_per_token > 0

@@ -1,0 +1,87 @@
+"""`atbprof predict` on the real Qwen3 910B sample: every kernel accounted for, the device inferred, the contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from atbprof.cli import app
+from atbprof.importers import load_profile
+from atbprof.predict import predict_profile
+from tests.importers.conftest import LEVEL0, MSTT, QWEN, shared
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def qwen():  # type: ignore[no-untyped-def]
+    return predict_profile(load_profile(shared(QWEN)))
+
+
+def test_every_kernel_is_priced_or_listed(qwen) -> None:  # type: ignore[no-untyped-def]
+    o = qwen.overall
+    unpriced_compute = sum(u.count for u in qwen.unpriced if not u.why.startswith("communication"))
+    assert o.kernels == 2448 and o.priced_kernels + unpriced_compute == o.kernels
+    assert sum(u.count for u in qwen.unpriced if u.why.startswith("communication")) == 15
+    assert qwen.priced_fraction >= 0.90  # the issue's floor
+    assert {r.op_type for r in qwen.op_types} >= {
+        "MatMulV3",
+        "FlashAttentionScore",
+        "FlashAttentionScoreGrad",
+        "RmsNorm",
+    }
+
+
+def test_device_is_inferred_from_block_dims(qwen) -> None:  # type: ignore[no-untyped-def]
+    assert qwen.device.preset == "910B3" and "20" in qwen.device.how and "910B4" in qwen.device.how
+
+
+def test_uncalibrated_error_does_not_regress(qwen) -> None:  # type: ignore[no-untyped-def]
+    # measured 2026-12: 56.1 % (MatMulV3 27 %); the issue's target is 25 % / 15 % (README "predict": not met yet)
+    assert qwen.overall.time_weighted_error < 0.60
+    matmul = next(r for r in qwen.op_types if r.op_type == "MatMulV3")
+    assert matmul.accuracy.time_weighted_error < 0.30
+
+
+def test_json_contract() -> None:
+    result = runner.invoke(app, ["predict", str(shared(QWEN)), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["schema_version"] == "1" and doc["device"]["preset"] == "910B3"
+    fields = {"kernels", "priced_kernels", "measured_us", "priced_measured_us", "predicted_us",
+              "time_weighted_error", "median_abs_pct_error", "p90_abs_pct_error"}  # fmt: skip
+    assert fields | {"priced_fraction"} <= set(doc["overall"])
+    assert all(fields | {"op_type"} <= set(r) for r in doc["op_types"])
+    assert all({"op_type", "count", "measured_us", "why"} <= set(u) for u in doc["unpriced"])
+    priced = sum(r["priced_measured_us"] for r in doc["op_types"])
+    assert priced == pytest.approx(doc["overall"]["priced_measured_us"])
+
+
+def test_device_override_and_bad_device() -> None:
+    result = runner.invoke(app, ["predict", str(shared(QWEN)), "--device", "910B4", "--format", "json"])
+    assert json.loads(result.stdout)["device"] == {"preset": "910B4", "spec": None, "how": "--device"}
+    bad = runner.invoke(app, ["predict", str(shared(QWEN)), "--device", "H100"])
+    assert bad.exit_code == 2 and "--device 'H100'" in bad.output and "910B3" in bad.output
+
+
+def test_profile_without_shapes_is_refused() -> None:
+    result = runner.invoke(app, ["predict", str(shared(LEVEL0))])
+    assert result.exit_code == 2 and "no kernel has Input Shapes" in result.output and "record_shapes" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_damaged_fixture_rows_are_reported_not_dropped() -> None:
+    report = predict_profile(load_profile(shared(MSTT / "kernel_details_fa_matmul_pipeutil.csv")))
+    assert any("not K x N" in u.why for u in report.unpriced)
+    assert report.overall.priced_kernels + sum(u.count for u in report.unpriced) == report.overall.kernels
+
+
+def test_spec_out_of_range_names_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    text = (Path(__file__).parents[2] / "atbprof/data/devices/910B3.yaml").read_text()
+    bad.write_text(text.replace("  cube: 0.90", "  cube: 7.5"))
+    result = runner.invoke(app, ["predict", str(shared(QWEN)), "--device", str(bad)])
+    assert result.exit_code == 2 and "efficiency.cube" in result.output
