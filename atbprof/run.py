@@ -79,14 +79,11 @@ def _notes(sim: Simulation, summary: RunSummary, selection: TraceSelection) -> t
     described = selection.describe()
     if sim.cfg.output.trace and described:
         notes.append(described)
-    d, w = sim.dims, sim.cfg.workload
-    kv = 2 * d.layers * d.kv_heads * d.head_dim * d.dsize * w.batch_size * (w.prompt_len + w.decode_tokens)
-    need = (d.weight_bytes() + (d.vocab - 1) * d.hidden * d.dsize + kv) / 1e9
-    cap = sim.device.hbm.capacity_gb
-    if cap and need > cap:
+    m = sim.memory
+    if not m.fits:  # only when device.ignore_capacity let it run
         notes.append(
-            f"weights + KV cache need {need:.1f} GB but one {sim.device.name} has {cap:g} GB of HBM: a real "
-            "deployment shards the model over several devices (tensor parallelism is not modelled)"
+            f"DOES NOT FIT: needs {m.total_gb:.1f} GB on one {sim.device.name} with {m.capacity_gb:g} GB of HBM "
+            f"(at least {m.devices_needed} devices); simulated anyway because device.ignore_capacity is set"
         )
     return tuple(notes)
 
@@ -106,7 +103,9 @@ def summarize(cfg: RunConfig) -> RunSummary:
     builder = SummaryBuilder()
     for batch in sim.batches():
         builder.add(batch)
-    return builder.finish(sim.steps_table(), cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim))
+    return builder.finish(
+        sim.steps_table(), cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim), sim.memory
+    )
 
 
 def simulate_latency(cfg: RunConfig) -> LatencySummary:
@@ -181,7 +180,7 @@ def _write_run(
         for w in writers:
             w.abort()
         raise
-    summary = builder.finish(steps, cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim))
+    summary = builder.finish(steps, cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim), sim.memory)
     notes = _notes(sim, summary, selection)
     doc = {
         "schema_version": SCHEMA_VERSION,

@@ -10,7 +10,10 @@
 3. wall times, medians of --repeat: predict's pricing (< 1 s) and calibrate (< 10 s) in process.
 4. simulated checks: LLaMA-3-8B decode on 910B2 graph at prompt 32768 against its HBM floor (1.2-1.6x), and the
    prefill MFU of LLaMA-2-7B at 2048 tokens on 910B2.
-The side-by-side with genz-llm and llm-analysis (their own venv) is not built yet (README, issue 12).
+5. side by side with two independent analytic models from PyPI, GenZ (genz-llm 0.0.16) and llm-analysis 0.2.2, in
+   their own venv (.bench-venv-fidelity, made on first use; not atbprof dependencies), on one grid of models x
+   batch x context on 910B2's published peak, bandwidth and capacity: decode ms/token and TTFT, and their ratios.
+   atbprof runs in graph mode with default fusion (the peers model no host launches). --no-peers skips it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +39,9 @@ from atbprof.predict.calibrate import calibrate_profile, spec_yaml  # noqa: E402
 from atbprof.predict.price import price_kernels  # noqa: E402
 from atbprof.run import summarize  # noqa: E402
 
+PEER_VENV = ROOT / ".bench-venv-fidelity"
+PEERS = ("genz-llm==0.0.16", "llm-analysis==0.2.2")
+GRID = [(m, b, p) for m in ("llama2-7b", "llama2-13b", "llama3-8b") for b in (1, 16) for p in (512, 2048)]
 SAMPLES = {
     "qwen3 910B (fit)": ASCEND / "msinsight_qwen3_0.6b_level2_rank0",
     "mstt FA/MatMul": ASCEND / "mstt_advisor_ut" / "kernel_details_fa_matmul_pipeutil.csv",
@@ -51,10 +58,53 @@ def _median_s(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
     return statistics.median(times)
 
 
+def _peer_python() -> Path:
+    python = PEER_VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *PEERS], check=True)
+    return python
+
+
+def peers_side_by_side() -> list[dict[str, object]]:
+    """atbprof, GenZ and llm-analysis on GRID (910B2, graph mode, default fusion, 8 decode tokens)."""
+    from atbprof.data.models import preset_config
+
+    spec = load_device("910B2")
+    grid = {
+        "device": {
+            "tflops": spec.peak_flops / 1e12,
+            "hbm_gbps": spec.hbm.bandwidth_gbps,
+            "memory_gb": spec.hbm.capacity_gb,
+            "link_gbps": 56,
+        },
+        "models": {m: preset_config(m) for m in {g[0] for g in GRID}},
+        "points": [{"model": m, "batch": b, "prompt": p, "decode": 8} for m, b, p in GRID],
+    }
+    done = subprocess.run(
+        [str(_peer_python()), str(ROOT / "scripts" / "fidelity_peers.py")],
+        input=json.dumps(grid), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    rows = json.loads(done.stdout)
+    for row in rows:
+        s = summarize(
+            load_config(
+                ROOT / "fixtures" / "llama2-7b-910b2.yaml",
+                [f"model.preset={row['model']}", f"workload.batch_size={row['batch']}",
+                 f"workload.prompt_len={row['prompt']}", "workload.decode_tokens=8", "execution.mode=graph",
+                 "fusion=default", "model.dtype=bf16"],
+            )
+        )  # fmt: skip
+        row["atbprof_decode_ms"], row["atbprof_ttft_ms"] = s.decode_ms_per_token, s.ttft_ms
+        row["hbm_floor_ms"] = s.hbm_floor_ms_per_token
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-peers", action="store_true", help="skip GenZ / llm-analysis (no venv is made)")
     args = ap.parse_args()
     out: dict[str, object] = {}
     profiles = {k: load_profile(p, framework=False) for k, p in SAMPLES.items()}
@@ -96,6 +146,8 @@ def main() -> None:
     )
     flops = 2 * 6.74e9 * 2048  # dense forward FLOPs of LLaMA-2-7B over 2048 tokens (attention excluded)
     out["llama2_7b_prefill_mfu"] = flops / (pre.ttft_ms / 1e3) / load_device("910B2").peak_flops
+    if not args.no_peers:
+        out["peers"] = peers_side_by_side()
     if args.json:
         print(json.dumps(out, indent=2))
         return
@@ -113,6 +165,18 @@ def main() -> None:
     print(f"host dispatch from api_statistic.csv: {out['host_dispatch_us']:.1f} us per kernel (simulator: 45 us)")
     print(f"LLaMA-3-8B 910B2 graph prompt 32768: {out['llama3_8b_decode_over_floor']:.2f}x its HBM floor (1.2-1.6x)")
     print(f"LLaMA-2-7B 910B2 prefill 2048: MFU {out['llama2_7b_prefill_mfu']:.1%} (no attention FLOPs counted)")
+    if "peers" in out:
+        print("\n910B2, bf16, graph mode, default fusion: atbprof vs GenZ vs llm-analysis (ratios atbprof / peer)")
+        print(f"{'model':11s} {'batch':>5s} {'prompt':>6s} | decode ms: {'atbprof':>8s} {'GenZ':>7s} {'llm-an':>7s} "
+              f"{'floor':>6s} | ratio {'GenZ':>5s} {'llm-an':>6s} | TTFT ms: {'atbprof':>8s} {'GenZ':>7s} "
+              f"{'llm-an':>7s} | ratio {'GenZ':>5s} {'llm-an':>6s}")  # fmt: skip
+        for r in out["peers"]:  # type: ignore[union-attr]
+            g, la = r.get("genz_decode_ms", float("nan")), r.get("llm_analysis_decode_ms", float("nan"))
+            gt, lt = r.get("genz_ttft_ms", float("nan")), r.get("llm_analysis_ttft_ms", float("nan"))
+            a, at = r["atbprof_decode_ms"], r["atbprof_ttft_ms"]
+            print(f"{r['model']:11s} {r['batch']:5d} {r['prompt']:6d} | {'':11s}{a:8.2f} {g:7.2f} {la:7.2f} "
+                  f"{r['hbm_floor_ms']:6.2f} | {'':6s}{a / g:5.2f} {a / la:6.2f} | {'':9s}{at:8.1f} {gt:7.1f} "
+                  f"{lt:7.1f} | {'':6s}{at / gt:5.2f} {at / lt:6.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

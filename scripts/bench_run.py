@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    model, tokens = ("llama2-7b", 128) if args.quick else ("llama2-70b", 1024)
+    model, tokens = ("llama2-7b", 128) if args.quick else ("llama2-13b", 2048)  # 70B needs several cards (issue 14)
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "bench.yaml"
         config.write_text(

@@ -188,7 +188,7 @@ def load_patterns(extra_file: str | None = None) -> PatternSet:
     doc = _builtin()
     source = "built-in patterns"
     if extra_file:
-        from atbprof.config.yamlio import load_yaml_file  # the config package: only for a user file
+        from atbprof.yamlio import load_yaml_file
 
         extra = _parse(load_yaml_file(extra_file, "--patterns"), extra_file)
         doc = PatternFile(

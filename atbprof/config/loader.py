@@ -10,9 +10,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from atbprof.config.models import KV_REUSE_WITH_PAGED_ATTENTION, RunConfig
-from atbprof.config.yamlio import Lines, YamlDoc, YamlSyntaxError, parse_yaml, read_yaml
 from atbprof.errors import ConfigError, InputError
 from atbprof.suggest import did_you_mean
+from atbprof.yamlio import Lines, YamlDoc, YamlSyntaxError, parse_yaml, read_yaml
 
 # seed 002's atb_fusion_config.yaml flags -> atbprof fusion rules (see atbprof/data/fusion_rules.yaml)
 ATB_FLAG_RULES: dict[str, tuple[str, ...]] = {

@@ -77,7 +77,7 @@ class ModelSection(_Section):
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, value: str | None) -> str | None:
-        from atbprof.graph.dims import PRESETS  # lazy: atbprof.graph.dims imports this module
+        from atbprof.data.models import PRESETS
 
         if value is not None and value not in PRESETS:
             allowed = ", ".join(PRESETS)
@@ -99,6 +99,11 @@ class ModelSection(_Section):
 class DeviceSection(_Section):
     preset: str | None = Field(default="910A", description="910A, 910B1, 910B2, 910B3, 910B4")
     spec: str | None = Field(default=None, description="path to a custom device spec YAML (same fields as presets)")
+    ignore_capacity: bool = Field(
+        default=False,
+        description="simulate a run whose weights, KV cache and activations exceed the device's HBM (every output "
+        "then says it does not fit)",
+    )
 
     @field_validator("preset")
     @classmethod

@@ -1,8 +1,10 @@
 """Per-kernel cost model, evaluated over arrays: (unique kernel signature) x (step).
 
-For each kernel: tile the work over cores (Block Dim), time every pipe (Cube=mac, Vector, Scalar, MTE1, MTE2,
-MTE3, FixPipe) from the device's per-cycle rates and bandwidths, overlap them by double buffering (a kernel takes
-its slowest pipe plus the non-overlapped fill/drain of the others), add the static per-task device cost and the
+For each kernel: tile the work over cores (Block Dim; GEMMs in L0C-sized output tiles, in waves, with their K-loop
+MTE2 traffic), time every pipe (Cube=mac, Vector, Scalar, MTE1, MTE2, MTE3, FixPipe) from the device's per-cycle
+rates and bandwidths, overlap them by double buffering (a kernel takes its slowest pipe plus the non-overlapped
+fill/drain of the others; a split-core MIX kernel hides only `mix_overlap` of its shorter side), bound a vector
+kernel's traffic by the rate vector kernels are measured at, add the static per-task device cost and the
 instruction-cache penalty of large composite fusions. Roofline invariant: no kernel is faster than its HBM bytes
 over HBM bandwidth or its FLOPs over peak (tested for every op of every run).
 """
@@ -105,6 +107,11 @@ def evaluate_costs(
     l2_bw = spec.l2.bandwidth_gbps
     l2_fit = spec.l2.size_mb * 1e6 / 2  # a tensor this small was just produced and is still in L2
     ub_tile = spec.buffers_kb.get("ub", 192) * 1024 / 2  # double-buffered UB tile
+    # cube output tiles: 128 rows, the columns filling L0C with fp32 partial sums (A2: 128 x 256, catlass'
+    # base block); narrower candidates for matrices with too few tiles to occupy every core (GEMV tiling)
+    tile_m = 128.0
+    widest = max(16.0, (spec.buffers_kb.get("l0c", 128) * 1024 / 4 / tile_m) // 16 * 16)
+    tile_ns = [w for w in (widest, 256.0, 128.0, 64.0, 32.0, 16.0) if w <= widest]
     z = lambda: np.zeros((u, steps))  # noqa: E731
     pipes = {p: z() for p in PIPES}
     flops, reads, writes = z(), z(), z()
@@ -132,20 +139,32 @@ def evaluate_costs(
         bd_c = np.zeros(steps)
         bd_v = np.zeros(steps)
         stream_time = np.zeros(steps)
+        operand_time = np.zeros(steps)
         for w in node.work:
             stream = ev(w.stream_bytes)
             reads[i] += stream
             if w.mm is not None:
                 b, m, k, n = (ev(d) for d in w.mm)
                 mp, kp, np_ = _ceil_to(m, 16), _ceil_to(k, 16), _ceil_to(n, 16)
-                out_tiles = np.maximum(b * np.ceil(mp / 128) * np.ceil(np_ / 128), 1)
-                # too few output tiles for the cores (a decode GEMV with a narrow N): split K over the idle cores,
-                # as GEMV kernels do, in 256-deep slices; the partial sums are added in the output (fixpipe)
+                tm = np.minimum(tile_m, mp)
+                # the widest tile that still gives every core an output tile, else the narrowest
+                tn = np.minimum(tile_ns[-1], np_)
+                for width in reversed(tile_ns[:-1]):
+                    wide_enough = b * np.ceil(mp / tm) * np.ceil(np_ / np.minimum(width, np_)) >= cap_cube
+                    tn = np.where(wide_enough, np.minimum(width, np_), tn)
+                out_tiles = np.maximum(b * np.ceil(mp / tm) * np.ceil(np_ / tn), 1)
+                # still too few output tiles for the cores (a decode GEMV with a narrow N): split K over the idle
+                # cores, as GEMV kernels do, in 256-deep slices; the partial sums are added in the output (fixpipe)
                 k_split = np.clip(np.floor(cap_cube / out_tiles), 1, np.maximum(np.ceil(kp / 256), 1))
                 tiles = out_tiles * k_split
                 bd = np.minimum(cap_cube, tiles)
                 bd_c = np.maximum(bd_c, bd)
-                pipes["mac"][i] += b * mp * kp * np_ / (bd * spec.cube_macs_per_cycle * f * eff.cube)
+                waves = np.ceil(tiles / bd)  # the last wave leaves cores idle: quantised, not averaged
+                kt = kp / k_split
+                pipes["mac"][i] += waves * tm * tn * kt / (spec.cube_macs_per_cycle * f * eff.cube)
+                # each tile streams its A rows and B columns over its whole K through MTE2 (L2 hits after the
+                # first read): the K-loop traffic that bounds wide-K GEMMs
+                operand_time += waves * (tm + tn) * kt * 2 / (spec.l2_read_bytes_per_cycle * f)
                 pipes["mte1"][i] += (
                     b
                     * (mp * kp * np.ceil(np_ / 256) + kp * np_ * np.ceil(mp / 128))
@@ -176,14 +195,17 @@ def evaluate_costs(
         port = bd_all * spec.core_gm_bytes_per_cycle * f
         act_bw_hbm = (eff.vector_hbm if not has_cube else eff.hbm_stream) * hbm
         act_in = np.zeros(steps)
+        l2_bytes = np.zeros(steps)  # traffic served by L2: inputs just produced, outputs read soon
         for e in node.inputs:
             nb = ev(e.tensor.nbytes)
             reads[i] += np.where(nb <= l2_fit, 0, nb)
+            l2_bytes += np.where(nb <= l2_fit, nb, 0)
             act_in += nb / np.minimum(np.where(nb <= l2_fit, l2_bw, act_bw_hbm), port)
-        pipes["mte2"][i] += stream_time + act_in
+        pipes["mte2"][i] += np.maximum(stream_time + act_in, operand_time)
         cache_writes = ev(node.writes_params)  # KV-cache updates land in HBM
         out_bytes = sum((ev(t.nbytes) for t in node.outputs), np.zeros(steps)) + cache_writes
         writes[i] += np.where(out_bytes - cache_writes <= l2_fit, 0, out_bytes - cache_writes) + cache_writes
+        l2_bytes += np.where(out_bytes - cache_writes <= l2_fit, out_bytes - cache_writes, 0)
         out_time = out_bytes / np.minimum(np.where(out_bytes <= l2_fit, l2_bw, act_bw_hbm), port)
         if has_vec or not has_cube:
             pipes["mte3"][i] += out_time * (1 if has_vec and not has_cube else 0.5)
@@ -210,8 +232,19 @@ def evaluate_costs(
         longest = stacked.max(axis=0)
         # double buffering overlaps pipes across tile iterations; fill and drain are not overlapped
         exec_ns = longest + (stacked.sum(axis=0) - longest) / np.maximum(iters[i], 1)
+        if has_cube and has_vec and spec.cores.split:
+            # a MIX kernel's cube and vector cores hand each block over through GM and wait on each other's
+            # flags: only `mix_overlap` of the shorter side hides under the longer one
+            cube_side = np.maximum.reduce([pipes[p][i] for p in ("mac", "mte1", "fixpipe")])
+            vec_side = np.maximum(pipes["vec"][i], pipes["mte3"][i])
+            shorter = np.minimum(cube_side, vec_side)
+            exec_ns = np.maximum(exec_ns, np.maximum(cube_side, vec_side) + (1 - eff.mix_overlap) * shorter)
         # reads and writes share the HBM: their sum can not move faster than the streaming bandwidth
         exec_ns = np.maximum(exec_ns, (reads[i] + writes[i]) / (eff.hbm_stream * hbm))
+        if not has_cube:
+            # vector_hbm is the measured rate of eager elementwise kernels in bytes read plus written (M2: 640
+            # GB/s); no faster rate is published for data L2 holds, so all of a vector kernel's traffic moves at it
+            exec_ns = np.maximum(exec_ns, (reads[i] + writes[i] + l2_bytes) / (eff.vector_hbm * hbm))
         exec_ns *= icache * spec.op_time_scale.get(node.op_type, 1.0)  # 1 unless a calibrated spec says
         for p in PIPES:
             pipes[p][i] = np.minimum(pipes[p][i] * icache, exec_ns)

@@ -41,6 +41,7 @@ class Efficiency(_M):
     gemv_nd: float = Field(ge=0.01, le=1)
     vector: float = Field(ge=0.01, le=1)
     vector_hbm: float = Field(ge=0.01, le=1)
+    mix_overlap: float = Field(default=1.0, ge=0, le=1)
 
 
 class StaticCost(_M):
@@ -64,6 +65,7 @@ class DeviceSpec(_M):
     cube_macs_per_cycle: int = Field(ge=1, le=1 << 20)
     vector_bytes_per_cycle: int = Field(ge=1, le=1 << 20)
     core_gm_bytes_per_cycle: float = Field(ge=0.01, le=1 << 20)
+    l2_read_bytes_per_cycle: float = Field(ge=0.01, le=1 << 20)
     mte1_bytes_per_cycle: float = Field(ge=0.01, le=1 << 20)
     mte3_bytes_per_cycle: float = Field(ge=0.01, le=1 << 20)
     fixpipe_bytes_per_cycle: float = Field(ge=0.01, le=1 << 20)
@@ -101,7 +103,7 @@ def _preset(preset: str) -> DeviceSpec:
 
 def load_device(preset: str | None, spec: str | None = None) -> DeviceSpec:
     if spec:
-        from atbprof.config.yamlio import load_yaml_file  # the config package: only for a user file
+        from atbprof.yamlio import load_yaml_file
 
         doc = load_yaml_file(spec, "device.spec")
         source = spec

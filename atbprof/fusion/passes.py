@@ -285,12 +285,15 @@ def _absorb(rule: Rule, sw: _Sweep, node: Node) -> None:
         return
     by_id = {n.id: n for n in sw.out[-16:]}
     absorbed = False
+    group = 1.0
     for e in list(node.inputs):
         prod = by_id.get(e.producer)
         if prod is None or prod.op_type not in rule.absorb_inputs:
             continue
         if any(sw.remap.get(c) != node.id for c in sw.consumers.get(prod.id, [])):
             continue  # someone else still reads the copy
+        if prod.params and prod.params[0].nbytes.coef.sum():  # the copy's size over the cache's: the GQA group
+            group = float(prod.work[0].vec_bytes.coef.sum() / prod.params[0].nbytes.coef.sum())
         node.inputs.remove(e)
         node.params.extend(p for p in prod.params if not any(p is q for q in node.params))
         node.work = [w for w in node.work if w is not prod.work[0]]
@@ -302,9 +305,18 @@ def _absorb(rule: Rule, sw: _Sweep, node: Node) -> None:
         streamed = ZERO
         for p in node.params:
             streamed = streamed + p.nbytes
-        # the fused kernel streams each KV cache once, at its stored (not repeated) size
-        node.work = [Work(w.unit, w.mm, w.vec_bytes, w.vec_flops, ZERO, w.kind) for w in node.work]
+        # the fused kernel streams each KV cache once, at its stored (not repeated) size, and multiplies each KV
+        # head with its whole query group at once (the group's rows stacked along M), not once per query head
+        node.work = [Work(w.unit, _grouped(w.mm, group), w.vec_bytes, w.vec_flops, ZERO, w.kind) for w in node.work]
         node.work.append(Work("vector", stream_bytes=streamed, kind="kv_stream"))
+
+
+def _grouped(mm: tuple[Lin, Lin, Lin, Lin] | None, group: float) -> tuple[Lin, Lin, Lin, Lin] | None:
+    """(batch, M, K, N) of a per-query-head product, as a GQA kernel runs it: batch / group, M x group."""
+    if mm is None or group <= 1:
+        return mm
+    b, m, k, n = mm
+    return (b * (1 / group), m * group, k, n)
 
 
 def _siblings(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -> Graph:

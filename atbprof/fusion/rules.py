@@ -86,7 +86,7 @@ def load_rules(extra_file: str | None = None) -> RuleSet:
     base = _builtin_rules()
     if not extra_file:
         return base
-    from atbprof.config.yamlio import load_yaml_file  # the config package: only for a user file
+    from atbprof.yamlio import load_yaml_file
 
     extra = _parse(load_yaml_file(extra_file, "fusion.rules_file"), extra_file)
     return RuleSet(rules={**base.rules, **extra.rules}, strategies={**base.strategies, **extra.strategies})

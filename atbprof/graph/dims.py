@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atbprof.data.models import PRESETS, preset_config
 from atbprof.errors import ConfigError, InputError
 
 if TYPE_CHECKING:  # the run config models load only with a config (analyze of other profiles needs none)
     from atbprof.config.models import ModelSection
 
-PRESETS = ("llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b")
 _HF_KEYS = (
     "hidden_size",
     "intermediate_size",
@@ -82,8 +81,7 @@ def resolve_model(section: ModelSection) -> ModelDims:
                 f"model.preset = {section.preset!r}: unknown preset (allowed: {', '.join(PRESETS)}; "
                 "or give model.hf_config: path/to/config.json)"
             )
-        text = resources.files("atbprof.data.models").joinpath(f"{section.preset}.json").read_text()
-        hf: dict[str, Any] = json.loads(text)
+        hf: dict[str, Any] = preset_config(section.preset)
         name = section.preset
         source = f"preset {section.preset}"
     else:

@@ -28,6 +28,7 @@ FITTED: tuple[tuple[str, str, float, float], ...] = (
     ("efficiency", "hbm_stream", 0.30, 1.0),
     ("efficiency", "vector", 0.05, 1.0),
     ("efficiency", "vector_hbm", 0.05, 1.0),
+    ("efficiency", "mix_overlap", 0.0, 1.0),
     ("static_cost_us", "cube", 0.5, 50.0),
     ("static_cost_us", "vector", 0.5, 50.0),
     ("static_cost_us", "mix", 0.5, 50.0),

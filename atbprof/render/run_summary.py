@@ -77,6 +77,14 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
             f"{s.norm_ms_per_token:.2f} ms/token ({s.norm_kernel_ms_per_token:.2f} kernel + "
             f"{s.norm_launch_ms_per_token:.2f} launch)",
         )
+    if s.memory is not None:
+        m = s.memory
+        fits = "" if m.fits else f"  DOES NOT FIT (needs >= {m.devices_needed} devices)"
+        head.add_row(
+            "memory",
+            f"{m.total_gb:.1f} of {m.capacity_gb:g} GB (weights {m.weights_gb:.1f}, KV {m.kv_cache_gb:.1f}, "
+            f"activations {m.activations_gb:.1f}){fits}",
+        )
     head.add_row("ops", f"{s.ops_total:,} ({s.ops_per_decode_step} per decode step)")
     console.print(head)
     figures = s.breakdown_ms_per_token if decode else s.ttft_breakdown_ms

@@ -24,6 +24,7 @@ from atbprof.graph.dims import ModelDims, resolve_model
 from atbprof.graph.expr import basis_values
 from atbprof.graph.nodes import Graph
 from atbprof.optable.schema import OPS_SCHEMA, PIPES, STEPS_SCHEMA
+from atbprof.sim.memory import MemoryEstimate, does_not_fit, estimate_memory
 from atbprof.sim.shapes import ShapeColumns
 from atbprof.sim.steps import StepPlan, plan_steps
 from atbprof.sim.timeline import HostModel, simulate_step
@@ -197,6 +198,20 @@ class Simulation:
                 f"{cfg.workload.decode_tokens + 1:,} steps), more than output.max_ops = {cap:,}: reduce "
                 "workload.decode_tokens (or the model's layers), or raise output.max_ops"
             )
+        w = cfg.workload
+        self.memory: MemoryEstimate = estimate_memory(
+            {p: pm.graph for p, pm in self.phases.items()},
+            self.dims,
+            self.device.cores.split,
+            self.device.hbm.capacity_gb,
+            2 * self.device.cores.aiv * self.device.buffers_kb.get("ub", 192) * 1024,
+            w.batch_size,
+            w.prompt_len,
+            w.decode_tokens,
+            capacity_ignored=cfg.device.ignore_capacity,
+        )
+        if not self.memory.fits and not cfg.device.ignore_capacity:
+            raise ConfigError(does_not_fit(self.memory, self.device.name, w.batch_size, w.prompt_len + w.decode_tokens))
 
     # -- streaming --------------------------------------------------------------------------------------------
     def _timed_chunks(self) -> Iterator[TimedChunk]:

@@ -9,6 +9,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from atbprof.sim.categories import CATEGORIES
+from atbprof.sim.memory import MemoryEstimate
 
 NORM_TYPES = ("RmsNorm", "AddRmsNorm", "LayerNormV3", "AddLayerNorm", "LayerNorm")
 
@@ -48,6 +49,7 @@ class RunSummary(BaseModel):
     fusion_disabled: dict[str, str]
     near_misses: list[NearMissRow]
     decode_steps: int
+    memory: MemoryEstimate | None = None
 
 
 class Latency(BaseModel):
@@ -155,7 +157,14 @@ class SummaryBuilder:
         self.norm_kernel += float(dur_d[norm_role].sum() + vec[folded].sum())
         self.norm_launch += float(launch[norm_role].sum())
 
-    def finish(self, steps: pa.Table, batch_size: int, hbm_floor_ms: float, fusion: dict[str, object]) -> RunSummary:
+    def finish(
+        self,
+        steps: pa.Table,
+        batch_size: int,
+        hbm_floor_ms: float,
+        fusion: dict[str, object],
+        memory: MemoryEstimate | None = None,
+    ) -> RunSummary:
         ph = np.array(steps.column("phase").to_pylist())
         wall = (steps.column("sync_end_ns").to_numpy() - steps.column("host_start_ns").to_numpy()).astype(float)
         dec = ph == "decode"
@@ -195,5 +204,6 @@ class SummaryBuilder:
             ],
             hbm_floor_ms_per_token=round(hbm_floor_ms, 4),
             decode_steps=n_dec,
+            memory=memory,
             **fusion,  # type: ignore[arg-type]
         )

@@ -126,7 +126,7 @@ def _gqa_config(preset: str, batch: int = 1, prompt: int = 32768) -> RunConfig:
         {
             "name": "gqa",
             "model": {"preset": preset},
-            "device": {"preset": "910B2"},
+            "device": {"preset": "910B2", "ignore_capacity": True},  # the MHA twin at batch 128 needs 166 GB
             "execution": {"mode": "graph"},
             "workload": {"batch_size": batch, "prompt_len": prompt, "decode_tokens": 2},
             "output": {"trace": False},
@@ -166,13 +166,30 @@ def _grid_config(preset: str, device: str, mode: str, fusion: str, prompt: int, 
     return RunConfig.model_validate(
         {
             "model": {"preset": preset, **model},
-            "device": {"preset": device},
+            # kernel physics over the whole grid: unfused attention at 8192 on a 32 GB 910A does not fit (refused
+            # in a real run); the cost model is checked on it anyway
+            "device": {"preset": device, "ignore_capacity": True},
             "execution": {"mode": mode},
             "fusion": {"strategy": fusion},
             "workload": {"prompt_len": prompt, "decode_tokens": 2},
             "output": {"trace": False},
         }
     )
+
+
+def _tensor_bytes(ops: pa.Table) -> np.ndarray:
+    """Bytes of every input and output tensor of each row, from its recorded shapes (predict's parser)."""
+    from atbprof.predict.shapes import parse_tensors
+
+    cache: dict[tuple[object, ...], int] = {}
+    out = np.zeros(ops.num_rows)
+    cols = [ops[c].to_pylist() for c in ("input_shapes", "input_dtypes", "output_shapes", "output_dtypes")]
+    for i, key in enumerate(zip(*cols, strict=True)):
+        if key not in cache:
+            tensors = parse_tensors(key[0], key[1]) + parse_tensors(key[2], key[3])
+            cache[key] = sum(t.nbytes for t in tensors if t is not None)
+        out[i] = cache[key]
+    return out
 
 
 @pytest.mark.parametrize(("preset", "device", "mode", "fusion", "prompt"), GRID)
@@ -187,6 +204,9 @@ def test_memory_bound_kernels_reach_a_sane_share_of_hbm(
     sim = Simulation(_grid_config(preset, device, mode, fusion, prompt))
     ops = pa.Table.from_batches(list(sim.batches()))
     moved = ops["hbm_read_bytes"].to_numpy() + ops["hbm_write_bytes"].to_numpy()
+    # a vector kernel's rate (vector_hbm) bounds all it reads and writes, L2-resident tensors too: count them
+    vector = ops["mac_time_ns"].to_numpy() == 0  # no cube work (910A's coupled cores say AI_CORE for both)
+    moved = np.where(vector, np.maximum(moved, _tensor_bytes(ops)), moved)
     dur = ops["task_dur_ns"].to_numpy()
     bw, peak = sim.device.hbm_bytes_per_s / 1e9, sim.device.peak_flops / 1e9  # per ns
     bound = (moved > 8e6) & (ops["flops"].to_numpy() / peak <= moved / bw)

@@ -15,7 +15,7 @@ CONFIGS = [
     ("tiny-llama.yaml", "fusion=none", "workload.batch_size=3", "execution.queue_depth=8"),
     ("tiny-llama.yaml", "execution.jitter.kernel_cv=0.2", "execution.jitter.host_cv=0.3", "seed=7"),
     ("seed000-baseline.yaml", "workload.decode_tokens=3"),
-    ("llama2-70b-910b2.yaml", "workload.decode_tokens=2", "workload.prompt_len=64"),
+    ("llama2-13b-910b2.yaml", "workload.decode_tokens=2", "workload.prompt_len=64"),
     ("llama2-7b-aggressive-long.yaml", "workload.decode_tokens=2"),
 ]
 

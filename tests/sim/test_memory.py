@@ -1,0 +1,83 @@
+"""Memory: every run counts weights, KV cache, activations and workspace against HBM; what cannot exist is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from atbprof.cli import app
+from atbprof.errors import ConfigError
+from atbprof.sim.simulate import Simulation
+from tests.conftest import FIXTURES, fixture_config
+
+runner = CliRunner()
+
+
+def test_a_70b_model_on_one_card_is_refused_with_the_numbers() -> None:
+    with pytest.raises(ConfigError) as err:
+        Simulation(fixture_config("llama2-13b-910b2.yaml", "model.preset=llama2-70b"))
+    text = str(err.value)
+    assert "does not fit on one 910B2" in text and "weights 138.0" in text and "64 GB" in text
+    assert "at least 3 devices" in text and "device.ignore_capacity: true" in text
+
+
+def test_long_context_large_batch_on_a_small_card_needs_terabytes() -> None:
+    # issue 12: 7B at batch 128 / prompt 32768 on a 32 GB 910B4 ran silently with a TTFT of 668 s (needs ~2.2 TB)
+    cfg = fixture_config(
+        "llama2-7b-910b2.yaml", "device.preset=910B4", "workload.batch_size=128", "workload.prompt_len=32768"
+    )
+    with pytest.raises(ConfigError, match=r"needs 2\d{3}\.\d GB .*KV cache 2207\.6"):
+        Simulation(cfg)
+
+
+def test_a_fitting_run_reports_its_memory() -> None:
+    sim = Simulation(fixture_config("llama2-7b-910b2.yaml", "workload.decode_tokens=4"))
+    m = sim.memory
+    assert m.fits and m.capacity_gb == 64 and m.devices_needed == 1
+    assert m.total_gb == pytest.approx(m.weights_gb + m.kv_cache_gb + m.activations_gb + m.workspace_gb, abs=1e-3)
+    assert 13 < m.weights_gb < 14  # 6.74 B parameters in fp16
+    assert m.max_batch_that_fits >= 1 and m.max_context_that_fits >= 512 + 4
+
+
+def test_the_largest_batch_and_context_that_fit_are_the_edges() -> None:
+    base = ["device.preset=910B4", "workload.prompt_len=4096", "workload.decode_tokens=4"]
+    m = Simulation(fixture_config("llama2-7b-910b2.yaml", *base)).memory
+    edge = Simulation(fixture_config("llama2-7b-910b2.yaml", *base, f"workload.batch_size={m.max_batch_that_fits}"))
+    assert edge.memory.fits
+    with pytest.raises(ConfigError):
+        Simulation(fixture_config("llama2-7b-910b2.yaml", *base, f"workload.batch_size={m.max_batch_that_fits + 1}"))
+    prompt = m.max_context_that_fits - 4
+
+    def at(p: int) -> Simulation:
+        return Simulation(fixture_config("llama2-7b-910b2.yaml", base[0], f"workload.prompt_len={p}", base[2]))
+
+    assert at(prompt).memory.fits
+    with pytest.raises(ConfigError):
+        at(prompt + 1)
+
+
+def test_ignore_capacity_simulates_and_every_output_says_so(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    args = ["run", "--config", str(FIXTURES / "llama2-13b-910b2.yaml"), "--set", "model.preset=llama2-70b"]
+    args += ["--set", "device.ignore_capacity=true", "--set", "workload.decode_tokens=2", "--out", str(out)]
+    args += ["--set", "output.trace=false", "--format", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "run.json").read_text())
+    memory = doc["summary"]["memory"]
+    assert memory["fits"] is False and memory["capacity_ignored"] is True and memory["devices_needed"] == 3
+    assert any(n.startswith("DOES NOT FIT") for n in doc["notes"])
+    fields = {"weights_gb", "kv_cache_gb", "activations_gb", "workspace_gb", "total_gb", "capacity_gb", "fits",
+              "max_batch_that_fits", "max_context_that_fits", "devices_needed"}  # fmt: skip
+    assert fields <= set(memory)
+
+
+def test_the_refusal_is_one_clear_error() -> None:
+    result = runner.invoke(
+        app, ["run", "--config", str(FIXTURES / "llama2-13b-910b2.yaml"), "--set", "model.preset=llama2-70b"]
+    )
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.count("error:") == 1 and "does not fit" in result.output
