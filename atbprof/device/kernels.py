@@ -140,6 +140,7 @@ def evaluate_costs(
         bd_v = np.zeros(steps)
         stream_time = np.zeros(steps)
         operand_time = np.zeros(steps)
+        fill_drain = np.zeros(steps)
         for w in node.work:
             stream = ev(w.stream_bytes)
             reads[i] += stream
@@ -165,6 +166,10 @@ def evaluate_costs(
                 # each tile streams its A rows and B columns over its whole K through MTE2 (L2 hits after the
                 # first read): the K-loop traffic that bounds wide-K GEMMs
                 operand_time += waves * (tm + tn) * kt * 2 / (spec.l2_read_bytes_per_cycle * f)
+                # every wave starts by loading its first K slice before the cube can start and ends by draining
+                # its tile through FixPipe: not hidden by double buffering within the tile
+                first = (tm + tn) * np.minimum(kt, 256) * 2 / (spec.l2_read_bytes_per_cycle * f)
+                fill_drain += waves * (first + tm * tn * 2 / (spec.fixpipe_bytes_per_cycle * f))
                 pipes["mte1"][i] += (
                     b
                     * (mp * kp * np.ceil(np_ / 256) + kp * np_ * np.ceil(mp / 128))
@@ -232,6 +237,9 @@ def evaluate_costs(
         longest = stacked.max(axis=0)
         # double buffering overlaps pipes across tile iterations; fill and drain are not overlapped
         exec_ns = longest + (stacked.sum(axis=0) - longest) / np.maximum(iters[i], 1)
+        # the cube's own critical path: its MACs plus each wave's fill and drain (a streaming GEMV hides them in
+        # its weight stream; a compute-bound GEMM pays them)
+        exec_ns = np.maximum(exec_ns, pipes["mac"][i] + fill_drain)
         if has_cube and has_vec and spec.cores.split:
             # a MIX kernel's cube and vector cores hand each block over through GM and wait on each other's
             # flags: only `mix_overlap` of the shorter side hides under the longer one

@@ -148,6 +148,10 @@ def _vector(
 ) -> Node:
     if not outs and recipe.inplace:  # an in-place update records no outputs: it writes the inputs it updates
         outs = [t for i, t in enumerate(inputs) if i in recipe.inplace and t is not None]
+    if recipe.reads_output_only and ins and outs:
+        # what it reads is what it writes, in the source's dtype (the rest of the source is never touched)
+        source = ins[0].dtype
+        ins = [TensorShape(t.dims, source) for t in outs] + [t for t in ins[1:] if t.nbytes < ins[0].nbytes]
     biggest = max(t.nbytes for t in ins + outs)
     per_byte = 0.25 if outs and outs[0].is_float32 else 0.5  # as GraphBuilder.vec: fp32 elements are 4 B
     work = Work(
