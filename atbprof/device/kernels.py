@@ -107,8 +107,9 @@ def evaluate_costs(
     l2_bw = spec.l2.bandwidth_gbps
     l2_fit = spec.l2.size_mb * 1e6 / 2  # a tensor this small was just produced and is still in L2
     ub_tile = spec.buffers_kb.get("ub", 192) * 1024 / 2  # double-buffered UB tile
-    # cube output tiles: 128 rows, the columns filling L0C with fp32 partial sums (A2: 128 x 256, catlass'
-    # base block); narrower candidates for matrices with too few tiles to occupy every core (GEMV tiling)
+    # cube output tiles: 128 rows, the columns filling L0C with fp32 partial sums (A2: 128 x 256, the base block
+    # of CANN's Ascend C Matmul tiling, baseM 128 / baseN 256 / baseK 64, L1 steps of 4 x baseK); narrower
+    # candidates for matrices with too few tiles to occupy every core (GEMV tiling)
     tile_m = 128.0
     widest = max(16.0, (spec.buffers_kb.get("l0c", 128) * 1024 / 4 / tile_m) // 16 * 16)
     tile_ns = [w for w in (widest, 256.0, 128.0, 64.0, 32.0, 16.0) if w <= widest]
