@@ -234,6 +234,11 @@ def evaluate_costs(
         if node.icache and node.units > spec.fusion_icache.free_ops:
             icache += spec.fusion_icache.penalty_per_op * (node.units - spec.fusion_icache.free_ops)
         pipes["scalar"][i] = 0.04 * np.maximum.reduce([pipes[p][i] for p in ("mac", "vec", "mte2")]) + 0.3 * iters[i]
+        per_block = spec.block_scalar_us.get(node.op_type)
+        if per_block and node.work[0].mm is not None:  # FlashAttention's block bookkeeping on the AIC scalar unit
+            b, m, _, n = (ev(d) for d in node.work[0].mm)
+            blocks = b * np.ceil(m / 128) * np.ceil(n / 128)
+            pipes["scalar"][i] = np.maximum(pipes["scalar"][i], blocks * per_block * 1e3 / np.maximum(bd_c, 1))
         stacked = np.stack([pipes[p][i] for p in PIPES])
         longest = stacked.max(axis=0)
         # double buffering overlaps pipes across tile iterations; fill and drain are not overlapped
