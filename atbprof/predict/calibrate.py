@@ -128,12 +128,11 @@ def calibrate_profile(profile: Profile, device: str | None = None) -> Calibratio
 
 def host_dispatch(path: Path) -> HostDispatch | None:
     """From the profile's api_statistic.csv, when it has one: aclnn* API time over node launches."""
-    found = [path] if path.is_file() and path.name.startswith("api_statistic") else []
     if path.is_dir():
         found = sorted(path.glob("ASCEND_PROFILER_OUTPUT/api_statistic*.csv")) + sorted(
             path.glob("mindstudio_profiler_output/api_statistic*.csv")
         )
-    elif path.is_file():
+    else:  # a kernel_details / op_summary file: its siblings
         found = sorted(path.parent.glob("api_statistic*.csv"))
     if not found:
         return None

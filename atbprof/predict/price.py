@@ -62,7 +62,6 @@ def _caps(task_type: str | None, block_dim: int | None, mix: int | None, spec: D
 class KernelSet:
     """An op table's kernels as model nodes, built once (calibrate prices the same set with many specs)."""
 
-    ops: pa.Table
     keys: np.ndarray  # row -> signature
     nodes: list[Node]  # one per priceable signature
     caps: np.ndarray  # (nodes, 2) cube / vector core limits from the recorded Block Dims
@@ -105,7 +104,7 @@ def build_kernel_set(ops: pa.Table, spec: DeviceSpec, recipes: Recipes | None = 
         node_of[sig] = len(nodes)
         nodes.append(node)
         caps.append(_caps(task_type, block_dim, mix, spec))  # type: ignore[arg-type]
-    return KernelSet(ops, keys, nodes, np.array(caps).reshape(-1, 2), node_of, communication, why)
+    return KernelSet(keys, nodes, np.array(caps).reshape(-1, 2), node_of, communication, why)
 
 
 def node_durations(kernels: KernelSet, spec: DeviceSpec) -> np.ndarray:

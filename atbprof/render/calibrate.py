@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from atbprof.predict.calibrate import Calibration
 from atbprof.predict.report import PREDICT_SCHEMA_VERSION
+from atbprof.render.predict import percent
 from atbprof.render.sections import Section, render_sections
 
 if TYPE_CHECKING:
@@ -17,17 +18,13 @@ DEFAULT_DISPATCH_US = 45.0
 """The eager host dispatch per kernel the simulator uses (atbprof/sim/simulate.py), beside the profile's."""
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1%}"
-
-
 def sections(cal: Calibration, written: Path) -> list[Section]:
     b, a = cal.before, cal.after
     out = [
         Section(
             "summary",
             lines=[
-                f"time-weighted error {_pct(b.time_weighted_error)} -> {_pct(a.time_weighted_error)} over "
+                f"time-weighted error {percent(b.time_weighted_error)} -> {percent(a.time_weighted_error)} over "
                 f"{cal.kernels:,} kernels ({cal.distinct} distinct); wrote {written}"
             ],
         ),

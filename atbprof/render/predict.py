@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-def _pct(x: float | None, signed: bool = False) -> str:
+def percent(x: float | None, signed: bool = False) -> str:
+    """A fraction as a percentage, '-' when there is none (shared with the calibrate renderer)."""
     if x is None:
         return "-"
     return f"{x:+.1%}" if signed else f"{x:.1%}"
@@ -28,10 +29,10 @@ def _row(name: str, a: Accuracy) -> list[str]:
         f"{a.priced_kernels:,}",
         _ms(a.priced_measured_us),
         _ms(a.predicted_us),
-        _pct(a.time_weighted_error),
-        _pct(a.signed_error, signed=True),
-        _pct(a.median_abs_pct_error),
-        _pct(a.p90_abs_pct_error),
+        percent(a.time_weighted_error),
+        percent(a.signed_error, signed=True),
+        percent(a.median_abs_pct_error),
+        percent(a.p90_abs_pct_error),
     ]
 
 
@@ -45,8 +46,8 @@ def sections(report: PredictReport, top: int = 20) -> list[Section]:
             "summary",
             lines=[
                 f"{o.priced_kernels:,} of {o.kernels:,} compute kernels priced ({report.priced_fraction:.1%} of "
-                f"their {_ms(o.measured_us)} ms): time-weighted error {_pct(o.time_weighted_error)}, "
-                f"model {_pct(o.signed_error, signed=True)} vs measured"
+                f"their {_ms(o.measured_us)} ms): time-weighted error {percent(o.time_weighted_error)}, "
+                f"model {percent(o.signed_error, signed=True)} vs measured"
             ],
         ),
         Section(
@@ -88,13 +89,9 @@ def predict_markdown(report: PredictReport, top: int = 20) -> str:
     return sections_markdown(sections(report, top), "atbprof predict")
 
 
-def _accuracy(a: Accuracy) -> dict[str, Any]:
-    return asdict(a)
-
-
 def predict_json(report: PredictReport) -> dict[str, Any]:
     """The JSON contract (schema_version 1): every figure of the report, all op types (no --top cut)."""
-    overall = _accuracy(report.overall)
+    overall = asdict(report.overall)
     overall["priced_fraction"] = report.priced_fraction
     overall["communication_us"] = report.communication_us
     return {
@@ -102,6 +99,6 @@ def predict_json(report: PredictReport) -> dict[str, Any]:
         "source": report.source,
         "device": {"preset": report.device.preset, "spec": report.device.spec, "how": report.device.how},
         "overall": overall,
-        "op_types": [{"op_type": r.op_type, **_accuracy(r.accuracy)} for r in report.op_types],
+        "op_types": [{"op_type": r.op_type, **asdict(r.accuracy)} for r in report.op_types],
         "unpriced": [asdict(u) for u in report.unpriced],
     }
