@@ -100,6 +100,31 @@ def peers_side_by_side() -> list[dict[str, object]]:
     return rows
 
 
+def fa_block_scalar_cycles(profile) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """The evidence for the presets' `block_scalar_cycles`: per FlashAttention op type, the median over kernels of
+    AIC scalar busy cycles x cores / causal 128 x 128 block pairs, at the clock the profile's counters show."""
+    import numpy as np
+
+    from atbprof.predict.device import choose_device
+    from atbprof.predict.price import build_kernel_set
+
+    spec, choice = choose_device(profile.ops, profile.meta, None)
+    kernels = build_kernel_set(profile.ops, spec)
+    ops = profile.ops
+    types = ops.column("op_type").to_pylist()
+    scalar = ops.column("scalar_time_ns").to_pylist() if "scalar_time_ns" in ops.column_names else [None] * len(types)
+    block_dim = ops.column("block_dim").to_pylist()
+    found: dict[str, list[float]] = {}
+    for row, op_type in enumerate(types):
+        node = kernels.node_of[kernels.keys[row]]
+        if op_type not in spec.block_scalar_cycles or node < 0 or not scalar[row] or not block_dim[row]:
+            continue
+        groups, sq, _, skv = (float(d.coef[0]) for d in kernels.nodes[node].work[0].mm)  # constants: one term
+        blocks = groups * np.ceil(sq / 128) * np.ceil(skv / 128)
+        found.setdefault(op_type, []).append(scalar[row] * 1e-9 * choice.clock_mhz * 1e6 * block_dim[row] / blocks)
+    return {k: round(statistics.median(v)) for k, v in found.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
@@ -124,6 +149,8 @@ def main() -> None:
                 "shipped_bias": shipped.overall.signed_error,
                 "calibrated_error": fitted.overall.time_weighted_error,
                 "op_types": {r.op_type: round(r.accuracy.time_weighted_error or 0, 4) for r in shipped.op_types[:8]},
+                "clock_mhz": shipped.device.clock_mhz,
+                "fa_block_scalar_cycles": fa_block_scalar_cycles(prof),
             }
         out["samples"] = rows
     spec = load_device("910B3")
@@ -153,10 +180,13 @@ def main() -> None:
         return
     for name, r in rows.items():
         print(
-            f"{name:18s} on {r['device']}: priced {r['priced_fraction']:.1%}, error shipped {r['shipped_error']:.1%}"
+            f"{name:18s} on {r['device']} at {r['clock_mhz']:g} MHz: priced {r['priced_fraction']:.1%}, "
+            f"error shipped {r['shipped_error']:.1%}"
             f" (bias {r['shipped_bias']:+.1%}), calibrated-on-qwen3 {r['calibrated_error']:.1%}"
         )
         print("    " + ", ".join(f"{k} {v:.0%}" for k, v in r["op_types"].items()))
+        if r["fa_block_scalar_cycles"]:
+            print("    FlashAttention AIC scalar cycles per block pair:", r["fa_block_scalar_cycles"])
     print(
         f"predict pricing {out['predict_pricing_s']:.3f} s (target < 1 s); "
         f"calibrate {out['calibrate_s']:.2f} s (< 10 s)"

@@ -234,11 +234,11 @@ def evaluate_costs(
         if node.icache and node.units > spec.fusion_icache.free_ops:
             icache += spec.fusion_icache.penalty_per_op * (node.units - spec.fusion_icache.free_ops)
         pipes["scalar"][i] = 0.04 * np.maximum.reduce([pipes[p][i] for p in ("mac", "vec", "mte2")]) + 0.3 * iters[i]
-        per_block = spec.block_scalar_us.get(node.op_type)
+        per_block = spec.block_scalar_cycles.get(node.op_type)
         if per_block and node.work[0].mm is not None:  # FlashAttention's block bookkeeping on the AIC scalar unit
             b, m, _, n = (ev(d) for d in node.work[0].mm)
             blocks = b * np.ceil(m / 128) * np.ceil(n / 128)
-            pipes["scalar"][i] = np.maximum(pipes["scalar"][i], blocks * per_block * 1e3 / np.maximum(bd_c, 1))
+            pipes["scalar"][i] = np.maximum(pipes["scalar"][i], blocks * per_block / (f * np.maximum(bd_c, 1)))
         stacked = np.stack([pipes[p][i] for p in PIPES])
         longest = stacked.max(axis=0)
         # double buffering overlaps pipes across tile iterations; fill and drain are not overlapped
@@ -258,7 +258,12 @@ def evaluate_costs(
         if not has_cube:
             # vector_hbm is the measured rate of eager elementwise kernels in bytes read plus written (M2: 640
             # GB/s); no faster rate is published for data L2 holds, so all of a vector kernel's traffic moves at it
-            exec_ns = np.maximum(exec_ns, (reads[i] + writes[i] + l2_bytes) / (eff.vector_hbm * hbm))
+            # a fill reads nothing: vector_hbm, measured on kernels that read and write, does not describe its
+            # one-way write stream, which moves at the streaming rate (a 3 GB ZerosLike on the Qwen3 sample:
+            # 1.59 TB/s)
+            fill = not node.inputs and not node.params
+            rate = np.where(fill, eff.hbm_stream, eff.vector_hbm) * hbm
+            exec_ns = np.maximum(exec_ns, (reads[i] + writes[i] + l2_bytes) / rate)
         exec_ns *= icache * spec.op_time_scale.get(node.op_type, 1.0)  # 1 unless a calibrated spec says
         for p in PIPES:
             pipes[p][i] = np.minimum(pipes[p][i] * icache, exec_ns)

@@ -76,9 +76,9 @@ class DeviceSpec(_M):
     efficiency: Efficiency
     static_cost_us: StaticCost
     fusion_icache: ICache
-    # AIC scalar time per 128 x 128 block pair of a FlashAttention kernel (its block bookkeeping), by op type; a
+    # AIC scalar cycles per 128 x 128 block pair of a FlashAttention kernel (its block bookkeeping), by op type; a
     # kernel's scalar pipe is at least blocks x this / cores. Measured from PMU counters, see the presets.
-    block_scalar_us: dict[str, Annotated[float, Field(ge=0, le=1e3)]] = Field(default_factory=dict, max_length=100)
+    block_scalar_cycles: dict[str, Annotated[float, Field(ge=0, le=1e7)]] = Field(default_factory=dict, max_length=100)
     # fitted by `atbprof calibrate` (empty in the shipped presets): measured / modelled execution time of each op
     # type's kernels on the profiled hardware, the part of a kernel library's quality the pipes do not explain
     op_time_scale: dict[str, Annotated[float, Field(ge=0.05, le=20)]] = Field(default_factory=dict, max_length=1000)

@@ -53,7 +53,7 @@ SHARED = {
     "output_dtypes": ("Output Data Types",),
 }
 REQUIRED = ("op_name", "op_type", "task_start_ns", "task_dur_ns")
-_PIPE_SIDES = {  # our pipe -> PMU column prefixes that measure it (A2/A3 split cube/vector cores; 910A unprefixed)
+PIPE_SIDES = {  # our pipe -> PMU column prefixes that measure it (A2/A3 split cube/vector cores; 910A unprefixed)
     "mac": ("aic_", ""),
     "vec": ("aiv_", ""),
     "scalar": ("aic_", "aiv_", ""),
@@ -72,6 +72,10 @@ NOT_OP_TABLES = (  # (header columns that identify it, what it is)
     ({"kernel_name", "kernel_type", "task_time(us)"}, "a task_time table (no op types, shapes or PMU data)"),
     ({"Name", "Call Stack", "Host Self Duration(us)"}, "an operator_details table (framework ops, not device tasks)"),
 )
+# the AI Core clock a profile ran at, from its own cycle counters: (total cycles, busy time) column pairs; the
+# cycles are summed over the kernel's blocks (an AIV of a MIX kernel counts Mix Block Dim blocks: not used)
+_CLOCK_PAIRS = (("aic_total_cycles", "aicore_time(us)"), ("total_cycles", "aicore_time(us)"))
+_CLOCK_MIN_US = 10.0  # shorter busy times are rounded too coarsely to divide by
 _NEXT_TO_IT = "give the kernel_details.csv (torch_npu) or op_summary_*.csv (msprof) of the same profile instead"
 _INT = r"^-?[0-9]{1,10}$"
 _FLOAT = r"^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$"
@@ -138,7 +142,10 @@ def read_op_table(
 ) -> tuple[RawOps, dict[str, object]]:
     """The op rows of one CSV (absolute times, file order) and what was learned about it (meta)."""
     pmu = _pmu_columns(header)
-    wanted = sorted({*variant.names.values(), *(c for cs in pmu.values() for c in cs), "Device_id"} & set(header))
+    clock_cols = {c for pair in _CLOCK_PAIRS for c in pair}
+    wanted = sorted(
+        {*variant.names.values(), *(c for cs in pmu.values() for c in cs), *clock_cols, "Device_id"} & set(header)
+    )
     table = _read_csv(path, data, wanted)
     n = table.num_rows
     if n == 0:
@@ -180,11 +187,32 @@ def read_op_table(
         "op_types_from_names": derived,
         "pmu": sorted(c for cs in pmu.values() for c in cs),
     }
+    clock = _measured_clock_mhz(table, variant.names.get("block_dim"))
+    if clock:
+        meta["aicore_clock_mhz"] = clock
     if "Device_id" in table.column_names:
         meta["devices"] = sorted({d for d in clean_text(table.column("Device_id")).to_pylist() if d is not None})
     if warnings:
         meta["warnings"] = [f"{path.name}: {w}" for w in warnings]
     return RawOps(out), meta
+
+
+def _measured_clock_mhz(table: pa.Table, block_dim: str | None) -> float | None:
+    """The median AI Core clock over the kernels busy long enough to tell, in MHz (cycles / time / blocks);
+    None when the table has no cycle counters."""
+    if not block_dim or block_dim not in table.column_names:
+        return None
+    for cycles_col, time_col in _CLOCK_PAIRS:
+        if cycles_col not in table.column_names or time_col not in table.column_names:
+            continue
+        cycles, busy_us, blocks = (
+            pc.cast(_optional_float(c, table.column(c), []), pa.float64()).to_numpy(zero_copy_only=False)
+            for c in (cycles_col, time_col, block_dim)
+        )
+        ok = (busy_us >= _CLOCK_MIN_US) & (cycles > 0) & (blocks >= 1)
+        if ok.any():
+            return round(float(np.median(cycles[ok] / busy_us[ok] / blocks[ok])), 1)
+    return None
 
 
 def _read_csv(path: Path, data: bytes | None, columns: list[str]) -> pa.Table:
@@ -293,7 +321,7 @@ def _pmu_columns(header: list[str]) -> dict[str, list[str]]:
     """PMU columns per our pipe: `<pipe>` -> time and ratio header names present (any side)."""
     cols = set(header)
     out: dict[str, list[str]] = {}
-    for pipe, prefixes in _PIPE_SIDES.items():
+    for pipe, prefixes in PIPE_SIDES.items():
         out[pipe] = [
             f"{prefix}{pipe}_{kind}"
             for prefix in prefixes

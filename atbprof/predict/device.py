@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,7 +19,29 @@ _CUBE = ("AI_CORE", "MIX_AIC")
 _VECTOR = ("AI_VECTOR_CORE", "MIX_AIV")
 
 
+CLOCK_TOLERANCE = 0.005
+"""A measured clock this close to the spec's is the spec's (counter rounding)."""
+
+
 def choose_device(ops: pa.Table, meta: dict[str, object], device: str | None) -> tuple[DeviceSpec, DeviceChoice]:
+    """The spec to price `ops` with, at the clock the profile's own cycle counters show when it has them (an SoC
+    runs below its nominal clock under a power cap or another frequency setting: the kernels ran at that one)."""
+    spec, choice = _chosen_spec(ops, meta, device)
+    return at_profile_clock(spec, choice, meta.get("aicore_clock_mhz"))
+
+
+def at_profile_clock(spec: DeviceSpec, choice: DeviceChoice, measured: object) -> tuple[DeviceSpec, DeviceChoice]:
+    nominal = spec.clock_ghz * 1e3
+    if not isinstance(measured, int | float) or not 50 <= measured <= 20000:
+        return spec, replace(choice, clock_mhz=nominal, clock_from="device spec")
+    if abs(measured / nominal - 1) <= CLOCK_TOLERANCE:
+        return spec, replace(choice, clock_mhz=nominal, clock_from="device spec (the profile's counters agree)")
+    spec = spec.model_copy(update={"clock_ghz": measured / 1e3})
+    how = f"{choice.how}; clock {measured:g} MHz from the profile's cycle counters (the spec says {nominal:g})"
+    return spec, replace(choice, how=how, clock_mhz=float(measured), clock_from="profile cycle counters")
+
+
+def _chosen_spec(ops: pa.Table, meta: dict[str, object], device: str | None) -> tuple[DeviceSpec, DeviceChoice]:
     if device:
         if device in PRESETS:
             return load_device(device), DeviceChoice(device, None, "--device")
@@ -29,7 +52,7 @@ def choose_device(ops: pa.Table, meta: dict[str, object], device: str | None) ->
     named = device_from_meta(meta)
     if named:
         return load_device(named[0]), DeviceChoice(named[0], None, named[1])
-    preset, how = _from_block_dims(ops)
+    preset, how = _from_block_dims(ops, meta.get("aicore_clock_mhz"))
     return load_device(preset), DeviceChoice(preset, None, how)
 
 
@@ -40,7 +63,7 @@ def _max_block(ops: pa.Table, task_types: tuple[str, ...], column: str = "block_
     return int(top or 0)
 
 
-def _from_block_dims(ops: pa.Table) -> tuple[str, str]:
+def _from_block_dims(ops: pa.Table, clock_mhz: object = None) -> tuple[str, str]:
     cube = _max_block(ops, _CUBE)
     vector = max(_max_block(ops, _VECTOR), _max_block(ops, ("MIX_AIC",), "mix_block_dim"))
     split = vector > 0 or bool(_max_block(ops, ("MIX_AIC", "MIX_AIV")))
@@ -61,5 +84,11 @@ def _from_block_dims(ops: pa.Table) -> tuple[str, str]:
         if not fits:
             raise InputError(f"{seen}: no device preset has that many cores; pass --device with a spec YAML")
         return fits[0], f"{seen}: no preset has exactly these; {fits[0]} assumed (--device to choose)"
+    if isinstance(clock_mhz, int | float) and len(fits) > 1:
+        # same cores, different nominal clocks (910B1 1850 / 910B2 1800 MHz): the one the counters show
+        at_clock = [p for p in fits if abs(clock_mhz / (specs[p].clock_ghz * 1e3) - 1) <= CLOCK_TOLERANCE]
+        if at_clock:
+            also = f" (also {', '.join(p for p in fits if p != at_clock[0])}: --device to choose)"
+            return at_clock[0], f"{seen} at {clock_mhz:g} MHz: the {at_clock[0]}{also}"
     also = f" (also {', '.join(fits[1:])}: --device to choose)" if fits[1:] else ""
     return fits[0], f"{seen}: the {fits[0]} family{also}"

@@ -148,6 +148,8 @@ def _vector(
 ) -> Node:
     if not outs and recipe.inplace:  # an in-place update records no outputs: it writes the inputs it updates
         outs = [t for i, t in enumerate(inputs) if i in recipe.inplace and t is not None]
+    if recipe.fills and outs:
+        ins = []
     if recipe.reads_output_only and ins and outs:
         # what it reads is what it writes, in the source's dtype (the rest of the source is never touched)
         source = ins[0].dtype

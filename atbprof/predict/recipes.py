@@ -19,6 +19,7 @@ class Recipe(_M):
     passes: float = Field(default=1.0, gt=0, le=1000)
     inplace: tuple[int, ...] = Field(default=(), strict=False, max_length=64)
     reads_output_only: bool = False  # a slice / gather reads the elements it copies, not its whole input
+    fills: bool = False  # writes its output without reading its input (ZerosLike: the input only gives the shape)
     products: int = Field(default=2, ge=1, le=16)
     score_passes: float = Field(default=7.8, ge=0, le=1000)
 

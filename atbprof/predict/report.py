@@ -44,6 +44,8 @@ class DeviceChoice:
     preset: str | None
     spec: str | None
     how: str
+    clock_mhz: float | None = None  # the AI Core clock the kernels were priced at
+    clock_from: str | None = None  # "profile cycle counters" or "device spec"
 
 
 @dataclass(frozen=True)

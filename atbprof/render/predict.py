@@ -97,7 +97,13 @@ def predict_json(report: PredictReport) -> dict[str, Any]:
     return {
         "schema_version": PREDICT_SCHEMA_VERSION,
         "source": report.source,
-        "device": {"preset": report.device.preset, "spec": report.device.spec, "how": report.device.how},
+        "device": {
+            "preset": report.device.preset,
+            "spec": report.device.spec,
+            "how": report.device.how,
+            "clock_mhz": report.device.clock_mhz,
+            "clock_from": report.device.clock_from,
+        },
         "overall": overall,
         "op_types": [{"op_type": r.op_type, **asdict(r.accuracy)} for r in report.op_types],
         "unpriced": [asdict(u) for u in report.unpriced],

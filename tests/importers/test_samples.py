@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,6 +182,30 @@ def test_pmu_columns_map_to_pipes() -> None:
     assert zeros["mac_time_ns"] == 0 and zeros["scalar_time_ns"] == 18_326
     matmul = next(r for r in ops if r["op_type"] == "MatMulV3")
     assert matmul["mac_time_ns"] > 0 and matmul["fixpipe_time_ns"] is not None
+
+
+@pytest.mark.parametrize(
+    ("sample", "mhz"),
+    [
+        (QWEN, 1650.0),  # below the 910B3's nominal 1800 (a frequency setting or power cap on that machine)
+        (MSTT / "kernel_details_fa_matmul_pipeutil.csv", 1800.0),
+        (MSTT / "kernel_details_gpt_layernorm_train.csv", 1850.0),  # the 910B1 clock
+    ],
+)
+def test_the_ai_core_clock_is_read_from_the_cycle_counters(sample: Path, mhz: float) -> None:
+    """aic_total_cycles / aicore_time / Block Dim over the kernels busy >= 10 us: every such kernel of these
+    samples agrees to 0.1 MHz, so the median is the clock."""
+    assert load_profile(shared(sample)).meta["aicore_clock_mhz"] == mhz
+
+
+def test_a_table_without_cycle_counters_claims_no_clock(tmp_path: Path) -> None:
+    with shared(MSTT / "kernel_details_gpt_layernorm_train.csv").open(newline="") as f:
+        rows = list(csv.reader(f))
+    drop = rows[0].index("aic_total_cycles")
+    path = tmp_path / "kernel_details.csv"
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows([c for i, c in enumerate(row) if i != drop] for row in rows)
+    assert "aicore_clock_mhz" not in load_profile(path).meta
 
 
 def test_old_header_without_pipe_columns_leaves_pipes_null() -> None:

@@ -9,8 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from atbprof.cli import app
+from atbprof.device.spec import load_device
 from atbprof.importers import load_profile
 from atbprof.predict import predict_profile
+from atbprof.predict.device import at_profile_clock, choose_device
+from atbprof.predict.report import DeviceChoice
 from tests.importers.conftest import LEVEL0, MSTT, QWEN, shared
 
 runner = CliRunner()
@@ -62,7 +65,13 @@ def test_json_contract() -> None:
 
 def test_device_override_and_bad_device() -> None:
     result = runner.invoke(app, ["predict", str(shared(QWEN)), "--device", "910B4", "--format", "json"])
-    assert json.loads(result.stdout)["device"] == {"preset": "910B4", "spec": None, "how": "--device"}
+    assert json.loads(result.stdout)["device"] == {
+        "preset": "910B4",
+        "spec": None,
+        "how": "--device; clock 1650 MHz from the profile's cycle counters (the spec says 1500)",
+        "clock_mhz": 1650.0,
+        "clock_from": "profile cycle counters",
+    }
     bad = runner.invoke(app, ["predict", str(shared(QWEN)), "--device", "H100"])
     assert bad.exit_code == 2 and "--device 'H100'" in bad.output and "910B3" in bad.output
 
@@ -85,3 +94,27 @@ def test_spec_out_of_range_names_the_field(tmp_path: Path) -> None:
     bad.write_text(text.replace("  cube: 0.90", "  cube: 7.5"))
     result = runner.invoke(app, ["predict", str(shared(QWEN)), "--device", str(bad)])
     assert result.exit_code == 2 and "efficiency.cube" in result.output
+
+
+def test_kernels_are_priced_at_the_clock_the_profile_measured() -> None:
+    """The Qwen3 sample's cycle counters say 1650 MHz, below the 910B3's nominal 1800: every cycle-bound pipe is
+    priced at the clock the kernels ran at, and the report says so."""
+    profile = load_profile(shared(QWEN))
+    spec, choice = choose_device(profile.ops, profile.meta, None)
+    assert spec.clock_ghz == pytest.approx(1.65) and choice.clock_mhz == 1650.0
+    assert choice.clock_from == "profile cycle counters" and "1650 MHz" in choice.how
+    at_spec = at_profile_clock(load_device("910B3"), DeviceChoice("910B3", None, "test"), None)
+    assert at_spec[0].clock_ghz == 1.8 and at_spec[1].clock_from == "device spec"
+
+
+@pytest.mark.parametrize("measured", [1801.0, 1.0e6, "fast", float("nan")])
+def test_a_measured_clock_is_used_only_when_it_differs_and_is_plausible(measured: object) -> None:
+    spec, choice = at_profile_clock(load_device("910B3"), DeviceChoice("910B3", None, "test"), measured)
+    assert spec.clock_ghz == 1.8 and choice.how == "test" and choice.clock_mhz == 1800.0
+
+
+def test_the_measured_clock_tells_presets_with_the_same_cores_apart() -> None:
+    """The GPT sample's 24 cube cores fit the 910B1 and 910B2; its counters say 1850 MHz: the 910B1's clock."""
+    profile = load_profile(shared(MSTT / "kernel_details_gpt_layernorm_train.csv"))
+    _, choice = choose_device(profile.ops, profile.meta, None)
+    assert choice.preset == "910B1" and "at 1850 MHz" in choice.how and choice.clock_from.startswith("device spec")
