@@ -7,7 +7,8 @@
 2. The Qwen3 torch_npu sample: `atbprof analyze` vs `msprof-analyze advisor all` (wall time of the commands),
    with the floor any Python command on this stack pays (a typer command that does nothing, numpy and pyarrow
    imported) and the work itself in process.
-3. Simulated runs of ~1,000,000 ops: `analyze()` on the loaded profile (target: under 1 s), a `fusion none` run and
+3. torch_npu's db export (the CNN db sample): import, against the text export of the same script (target < 0.5 s).
+4. Simulated runs of ~1,000,000 ops: `analyze()` on the loaded profile (target: under 1 s), a `fusion none` run and
    a seed 000 baseline run (its what-if re-simulates twice). Each call starts cold: the fusion-prefix cache that a
    previous call (or the simulation of the run itself, in this process) filled is cleared first, as in a fresh
    `atbprof analyze` process.
@@ -98,13 +99,16 @@ def hta_seconds(py: Path, trace: Path, repeat: int) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=["kineto", "qwen3", "million"], help="run one part")
+    ap.add_argument("--only", choices=["kineto", "qwen3", "db", "million"], help="run one part")
     args = ap.parse_args()
-    py = peer_python()
+    py = peer_python() if args.only in (None, "kineto", "qwen3") else None
     if args.only in (None, "kineto"):
+        assert py is not None
         bench_kineto(py, args.repeat)
     if args.only in (None, "qwen3"):
         bench_qwen3(args.repeat)
+    if args.only in (None, "db"):
+        bench_db(args.repeat)
     if args.only in (None, "million"):
         bench_million(args.repeat)
 
@@ -172,8 +176,19 @@ def bench_qwen3(repeat: int) -> None:
     print(f"   the work: load + analyze + JSON report in process {work_wall:.3f} s")
 
 
+def bench_db(repeat: int) -> None:
+    print("3. torch_npu db export (CNN sample, 191 kernels + 860 framework ops): import, median wall / CPU s")
+    for label, path in (
+        ("db (ascend_pytorch_profiler_0.db)", SHARED / "ascend_samples" / "msinsight_imagenet_cnn_db_level1_rank0"),
+        ("text (kernel_details.csv)", SHARED / "ascend_samples" / "msinsight_imagenet_cnn_level1_rank0"),
+    ):
+        load_profile(path)
+        wall, cpu = median_times(lambda p=path: load_profile(p), repeat)
+        print(f"   {label:36s} {wall:.3f} s wall, {cpu:.3f} s CPU (db target < 0.5 s)")
+
+
 def bench_million(repeat: int) -> None:
-    print("3. analyze() on simulated runs of ~1M ops (LLaMA-2-7B; cold fusion cache per call)")
+    print("4. analyze() on simulated runs of ~1M ops (LLaMA-2-7B; cold fusion cache per call)")
     runs = [
         ("llama2-7b-910b2.yaml", ["fusion=none", "workload.decode_tokens=605"], "fusion none"),
         ("seed000-baseline.yaml", ["workload.decode_tokens=1188"], "seed 000 baseline, 2 re-simulations"),

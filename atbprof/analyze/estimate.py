@@ -22,7 +22,9 @@ from atbprof.graph.expr import Lin, basis_values
 from atbprof.graph.nodes import Graph, Node
 
 DEFAULT_DEVICE = "910B2"
-_PRESET_IN_TEXT = re.compile(r"910(?:B[1-4]|A)?", re.IGNORECASE)
+# "Ascend910B" with no digit is the second-generation family (the db export's NPU_INFO, Short_SoC_version): it
+# names no one preset, and must not read as the first-generation "910"
+_PRESET_IN_TEXT = re.compile(r"910(?:B[1-4]?|A)?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ def device_from_meta(meta: dict[str, object]) -> tuple[str, str] | None:
         m = _PRESET_IN_TEXT.search(value)
         if m:
             text = m.group(0).upper()
+            if text == "910B":
+                continue
             preset = "910A" if text == "910" else text
             if preset in PRESETS:
                 return preset, f"from the profile's metadata ({value})"

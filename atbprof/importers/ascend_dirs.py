@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.errors import InputError
+from atbprof.importers.ascend_db import db_profile
 from atbprof.importers.ascend_json import AscendTrace, is_ascend_trace, read_ascend_trace
 from atbprof.importers.assemble import RawFramework, RawOps, RawSteps, assemble
 from atbprof.importers.base import Profile
@@ -32,16 +33,20 @@ from atbprof.importers.trace_events import load_trace
 from atbprof.inputs import read_bytes, read_head
 
 PT_OUTPUT = "ASCEND_PROFILER_OUTPUT"
+PT_DB = "ascend_pytorch_profiler*.db"  # export_type=db (analysis.db beside it holds only communication summaries)
+MSPROF_DB = "msprof_*.db"
 MSPROF_OUTPUT = "mindstudio_profiler_output"
-_STAMP = re.compile(r"(\d{14,17})(?=\.(csv|json)$)")
+_STAMP = re.compile(r"(\d{14,17})(?=\.(csv|json|db)$)")
 
 
 def is_ascend_pt(path: Path) -> bool:
     """A torch_npu profile, or its ASCEND_PROFILER_OUTPUT directory itself."""
     if not path.is_dir():
         return False
-    return (path / PT_OUTPUT).is_dir() or any(
-        (path / name).is_file() for name in ("kernel_details.csv", "trace_view.json")
+    return (
+        (path / PT_OUTPUT).is_dir()
+        or any((path / name).is_file() for name in ("kernel_details.csv", "trace_view.json"))
+        or bool(_files(path, PT_DB))
     )
 
 
@@ -58,7 +63,7 @@ def _msprof_outputs(path: Path) -> list[Path]:
     old += sorted(p for p in path.glob("device_*/timeline") if p.is_dir())
     if old:
         return old
-    if any(path.glob("op_summary*.csv")) or any(path.glob("msprof*.json")):
+    if any(path.glob("op_summary*.csv")) or any(path.glob("msprof*.json")) or any(path.glob(MSPROF_DB)):
         return [path]
     return []
 
@@ -77,8 +82,12 @@ def load_ascend_pt(path: Path) -> Profile:
     timelines = [f for d in embedded for f in _files(d, "msprof*.json") if _is_timeline(f)]
     trace = _read_trace([trace_file] if trace_file.is_file() else _latest(timelines))
     if ops is None and trace is None:
+        dbs = _files(out, PT_DB) or _latest([f for d in embedded for f in _files(d, MSPROF_DB)])
+        if dbs:  # a db export: the text files were not written (export_type=db)
+            return db_profile(dbs[0], path, meta)
         raise InputError(
-            f"{path}: a torch_npu profile directory without {PT_OUTPUT}/kernel_details.csv or trace_view.json "
+            f"{path}: a torch_npu profile directory without {PT_OUTPUT}/kernel_details.csv, trace_view.json "
+            "or ascend_pytorch_profiler_<rank>.db "
             "(was the profile parsed? torch_npu writes them at the end of profiling, or run "
             "torch_npu.profiler.profiler.analyse on the directory)"
         )
@@ -95,8 +104,11 @@ def load_msprof_dir(path: Path) -> Profile:
     meta.update(table_meta)
     trace = _read_trace(_latest(traces))
     if ops is None and trace is None:
+        dbs = _latest([p for d in outputs for p in _files(d, MSPROF_DB)])
+        if dbs:
+            return db_profile(dbs[0], path, meta)
         raise InputError(
-            f"{path}: an msprof directory without op_summary_*.csv or msprof_*.json in {MSPROF_OUTPUT}/ "
+            f"{path}: an msprof directory without op_summary_*.csv, msprof_*.json or msprof_*.db in {MSPROF_OUTPUT}/ "
             "(run `msprof --export=on --output=<dir>` / `msprof --parse=on` to produce them)"
         )
     return _combine("msprof", path, ops, trace, meta)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from atbprof.errors import InputError
+from atbprof.importers.ascend_db import db_profile, is_sqlite
 from atbprof.importers.ascend_dirs import is_ascend_pt, is_msprof_dir, load_ascend_pt, load_msprof_dir
 from atbprof.importers.ascend_json import is_ascend_trace, read_ascend_trace
 from atbprof.importers.assemble import assemble
@@ -26,14 +27,15 @@ from atbprof.optable.schema import read_ops
 
 ACCEPTED = """atbprof reads:
   - a run directory of `atbprof run` (ops.parquet, steps.parquet, run.json)
-  - a torch_npu profile directory (*_ascend_pt: ASCEND_PROFILER_OUTPUT/kernel_details.csv, trace_view.json)
-  - a native msprof directory (PROF_*: mindstudio_profiler_output/op_summary_*.csv, msprof_*.json)
+  - a torch_npu profile directory (*_ascend_pt: ASCEND_PROFILER_OUTPUT/kernel_details.csv, trace_view.json,
+    or the export_type=db ascend_pytorch_profiler_<rank>.db)
+  - a native msprof directory (PROF_*: mindstudio_profiler_output/op_summary_*.csv, msprof_*.json, msprof_*.db)
+  - a profiler database: ascend_pytorch_profiler_<rank>.db (torch_npu) or msprof_<timestamp>.db (msprof)
   - an op table: kernel_details.csv (torch_npu) or op_summary_*.csv (msprof), any CANN version / profiler level
   - an Ascend timeline: trace_view.json (torch_npu) or msprof_*.json (msprof)
   - a Kineto / torch.profiler trace (*.pt.trace.json, .json.gz)"""
 _GZIP = b"\x1f\x8b"
 _PARQUET = b"PAR1"
-_SQLITE = b"SQLite format 3\x00"
 _HEAD = 1 << 16
 
 
@@ -108,12 +110,10 @@ def _load_file(path: Path, framework: bool = True) -> Profile:
     if head.startswith(_PARQUET):
         ops = read_ops(path)
         return Profile("atbprof-run", str(path), ops, meta={"origin_ns": 0})
-    if head.startswith(_SQLITE):  # no sample of the .db layout is at hand: say what to pass instead of guessing
-        raise InputError(
-            f"{path}: an SQLite database (msprof / torch_npu export_type=db); atbprof reads the text exports: "
-            "pass the profile directory or its kernel_details.csv / op_summary_*.csv / trace_view.json (re-export "
-            "with export_type=text if only the .db was written)"
-        )
+    if is_sqlite(head):
+        if data is not None:
+            raise InputError(f"{path}: a gzip-compressed SQLite database; decompress it (gunzip) and pass the .db")
+        return db_profile(path, path)
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise InputError(f"{path}: UTF-16 text; Ascend and PyTorch tools write UTF-8 - convert the file to UTF-8")
     if b"\x00" in head:

@@ -78,6 +78,9 @@ def test_device_variant_comes_from_the_metadata() -> None:
     assert device_for({"device": {"name": "910A"}})[0] == "910A"
     assert device_for({"soc_version": "Ascend910"})[0] == "910A"
     assert device_for({})[0] == "910B2"
+    # the db export's NPU_INFO names the second-generation family only: not the first-generation 910A
+    assert device_for({"chip": "Ascend910B"})[0] == "910B2"
+    assert "does not say which 910" in device_for({"chip": "Ascend910B"})[1]
 
 
 def test_device_model_estimate_follows_the_meta_device() -> None:

@@ -44,12 +44,12 @@ def test_binary_file(tmp_path: Path) -> None:
     _fails(path, "binary data")
 
 
-def test_sqlite_export_says_what_to_pass_instead(tmp_path: Path) -> None:
+def test_sqlite_without_profiler_tables_says_what_to_pass_instead(tmp_path: Path) -> None:
     path = tmp_path / "ascend_pytorch_profiler_0.db"
     with closing(sqlite3.connect(path)) as db:
         db.execute("CREATE TABLE t (x INTEGER)")
         db.commit()
-    _fails(path, "SQLite", "export_type=text", "kernel_details.csv")
+    _fails(path, "no TASK, STRING_IDS, COMPUTE_TASK_INFO", "ascend_pytorch_profiler_<rank>.db")
 
 
 def test_utf16_file(tmp_path: Path) -> None:
@@ -240,7 +240,10 @@ def test_directory_with_several_profiles(tmp_path: Path) -> None:
 
 def test_ascend_pt_without_outputs(tmp_path: Path) -> None:
     (tmp_path / "x_ascend_pt" / OUT).mkdir(parents=True)
-    _fails(tmp_path / "x_ascend_pt", "without ASCEND_PROFILER_OUTPUT/kernel_details.csv or trace_view.json")
+    _fails(
+        tmp_path / "x_ascend_pt",
+        "without ASCEND_PROFILER_OUTPUT/kernel_details.csv, trace_view.json or ascend_pytorch_profiler_<rank>.db",
+    )
 
 
 def test_damaged_run_directory(tmp_path: Path) -> None:
