@@ -5,8 +5,9 @@ Layers are found by their `process_name` metadata, never by pid (pids are bit-pa
   HCCL / Communication  X events on the "Group <n> Communication" threads = communication ops -> op rows
   CANN             host API events; the one with a task's `connection_id` (Node@launch) is its host launch
   Python           (torch_npu) cpu_op events -> framework table; cpu_op ProfilerStep#N -> step frames
-Device tasks that are not kernels (memcpy, event record/wait, notify, SDMA, ...) are left out, as kernel_details.csv
-and op_summary leave them out; meta["dropped_device_tasks"] counts them by name. The op type comes from the kernel
+Device tasks that are not kernels (memcpy, event record/wait, notify, SDMA, TASK_TIMEOUT_SET, ...: device_tasks.py's
+allowlist) are left out, as kernel_details.csv and op_summary leave them out; meta["dropped_device_tasks"] counts
+them by name. The op type comes from the kernel
 name (the JSON has none). A task's step is the ProfilerStep#N its launch falls in: the framework op linked to it by
 the `async_npu` flow, else its CANN launch, else its own start.
 """
@@ -23,18 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.importers.assemble import RawFramework, RawOps, RawSteps
+from atbprof.importers.device_tasks import is_kernel_task
 from atbprof.importers.optypes import ascend_op_type, derive_types
 from atbprof.importers.trace_events import TraceEvents, dims_texts, int_arg, str_arg, text_of
 
-NON_KERNEL_NAMES = frozenset(
-    {"MEMCPY_ASYNC", "EVENT_RECORD", "EVENT_WAIT", "Notify Wait", "Notify Record", "Write Value", "SDMA"}
-    | {"PROFILING_ENABLE", "PROFILING_DISABLE", "MODEL_EXECUTE", "MODEL_MAINTAINCE", "WRITE_BACK", "INVALID"}
-)
-NON_KERNEL_TASK_TYPES = frozenset(
-    {"Write Value", "Notify Wait", "Notify Record", "SDMA", "SDMA_SQE", "PCIE_DMA_SQE", "EVENT_RECORD_SQE"}
-    | {"EVENT_WAIT_SQE", "PLACE_HOLDER_SQE", "NOTIFY_WAIT_SQE", "NOTIFY_RECORD_SQE", "WRITE_VALUE_SQE"}
-    | {"WRITE_BACK", "INVALID", "HCCL_AI_CPU"}
-)
 ASCEND_LAYERS = frozenset({"Ascend Hardware", "CANN"})
 COMM_TASK_TYPE = {"HCCL": "HCCL", "Communication": "COMMUNICATION"}
 """Communication layer -> the task type the op tables give its ops (torch_npu's HCCL layer: HCCL; msprof: ...)."""
@@ -73,7 +66,7 @@ def read_ascend_trace(trace: TraceEvents) -> AscendTrace:
         pid = trace.pid[i]
         if pid in device:
             name = text_of(trace.name[i])
-            if name in NON_KERNEL_NAMES or str_arg(trace.args[i], "Task Type") in NON_KERNEL_TASK_TYPES:
+            if not is_kernel_task(str_arg(trace.args[i], "Task Type"), name):
                 dropped[name] += 1
             else:
                 kernels.append(i)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import pyarrow.csv as pcsv
 
 from atbprof.errors import InputError
 from atbprof.importers.assemble import RawOps
+from atbprof.importers.device_tasks import kernel_mask
 from atbprof.importers.optypes import ascend_op_type, derive_types
 from atbprof.importers.timetext import clean_text, us_to_ns
 from atbprof.inputs import read_bytes, regular_file
@@ -187,6 +189,14 @@ def read_op_table(
         "op_types_from_names": derived,
         "pmu": sorted(c for cs in pmu.values() for c in cs),
     }
+    keep = kernel_mask(out.get("task_type"), out["op_name"])
+    if not keep.all():  # runtime tasks (EVENT_RECORD, TASK_TIMEOUT_SET, ...) are not kernels: as the timelines
+        dropped = Counter(pc.filter(out["op_name"], pa.array(~keep)).to_pylist())
+        mask = pa.array(keep)
+        out = {k: v.filter(mask) for k, v in out.items()}
+        table = table.filter(mask)
+        meta["dropped_device_tasks"] = dict(sorted(dropped.items()))
+        warnings.append(f"{int((~keep).sum())} row(s) are runtime tasks, not kernels, and were left out")
     clock = _measured_clock_mhz(table, variant.names.get("block_dim"))
     if clock:
         meta["aicore_clock_mhz"] = clock

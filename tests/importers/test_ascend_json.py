@@ -120,3 +120,30 @@ def test_trace_view_inside_a_trace_events_object(tmp_path: Path, wrapped: bool) 
     path = tmp_path / "t.json"
     path.write_bytes(orjson.dumps({"traceEvents": _trace()} if wrapped else _trace()))
     assert load_profile(path).ops.num_rows == 3
+
+
+def test_a_runtime_task_at_start_up_is_not_a_kernel(tmp_path: Path) -> None:
+    """Native msprof: TASK_TIMEOUT_SET is issued at start-up, long before the kernels; taken for a kernel it
+    stretched a 0.093 ms profile to 15 s. Runtime tasks are left out by an allowlist of kernel task types; an old
+    timeline's generic `Other` type leaves the decision to the name (runtime tasks are named in upper snake case)."""
+    events = [e for e in _trace() if e.get("pid") != PYTHON]
+    events += [
+        _x("TASK_TIMEOUT_SET", DEVICE, 2, -15_000_000.0, 1.0, args={"Task Type": "TASK_TIMEOUT_SET"}),
+        _x("MODEL_MAINTAINCE", DEVICE, 2, -14_000_000.0, 1.0, args={"Task Type": "Other"}),
+        _x("STARS_COMMON", DEVICE, 2, 70.0, 1.0),  # no Task Type at all
+        _x("Conv2D1", DEVICE, 2, 72.0, 2.0, args={"Task Type": "Other"}),  # an older file's kernel
+    ]
+    path = tmp_path / "msprof_20260606121514.json"
+    path.write_bytes(orjson.dumps(events))
+    profile = load_profile(path)
+    names = profile.ops.column("op_name").to_pylist()
+    assert names == ["aclnnAdd_AddAiCore_Add", "RmsNorm", "Conv2D1", "hcom_allReduce__1_0_1"]
+    assert profile.meta["dropped_device_tasks"] == {
+        "MEMCPY_ASYNC": 1,
+        "MODEL_MAINTAINCE": 1,
+        "STARS_COMMON": 1,
+        "TASK_TIMEOUT_SET": 1,
+    }
+    starts = profile.ops.column("task_start_ns").to_numpy()
+    ends = starts + profile.ops.column("task_dur_ns").to_numpy()
+    assert ends.max() - starts.min() < 100_000  # the kernels' 0.05 ms, not 15 s

@@ -89,3 +89,23 @@ def test_windows_line_ends_and_bom(newline: str, bom: bool, original: tuple[Rows
     imported = load_profile(path).ops
     for col in SAME:
         assert imported[col].equals(ops[col]), col
+
+
+@pytest.mark.parametrize("table", ["kernel_details", "op_summary"])
+def test_runtime_task_rows_are_left_out_and_said(table: str, original: tuple[Rows, pa.Table], tmp_path: Path) -> None:
+    """The same allowlist as the timelines: a row whose task type is a runtime task (here a TASK_TIMEOUT_SET a
+    day before the kernels) is not a kernel; it is counted in the meta and warned about, never silently kept."""
+    rows, ops = original
+    header = rows[0]
+    odd = list(rows[1])
+    odd[header.index("Name")] = "TASK_TIMEOUT_SET"
+    odd[header.index("Accelerator Core")] = "TASK_TIMEOUT_SET"
+    start = header.index("Start Time(us)")
+    odd[start] = str(float(odd[start].strip()) - 86_400e6)
+    changed = [header, odd, *rows[1:]]
+    path = tmp_path / "table.csv"
+    _write(_rename(TO_MSPROF)(changed) if table == "op_summary" else changed, path)
+    profile = load_profile(path)
+    assert profile.ops.num_rows == ops.num_rows
+    assert profile.meta["dropped_device_tasks"] == {"TASK_TIMEOUT_SET": 1}
+    assert any("runtime tasks, not kernels" in w for w in profile.meta["warnings"])  # type: ignore[union-attr]
