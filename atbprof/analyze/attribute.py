@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from atbprof.analyze.categories import CATEGORY_NAMES, ROLES_RULE, by_blocks, by_roles, norm_symbols
 from atbprof.analyze.charges import charge
 from atbprof.analyze.patterns import PatternSet
-from atbprof.analyze.report import Breakdown, Idle, NormCost, PhaseBreakdown, Row
+from atbprof.analyze.report import Breakdown, Idle, NormCost, OutsideSteps, PhaseBreakdown, Row
 from atbprof.analyze.view import OpView, has_values
 
 _RATIO_COMPUTE = ("mac_ratio", "vec_ratio", "scalar_ratio")
@@ -246,6 +246,8 @@ def attribute(
         scope=scope,
         steps=s_steps,
         span_us=round(float(wall.sum()) / 1e3, 3),
+        steps_from=ch.framed_by,
+        outside_steps=OutsideSteps(us=round(ch.outside_ns / 1e3, 3), ops=ch.outside_ops, empty_frames=ch.empty_frames),
         categories_heuristic=heuristic,
         phases=phases,
         by_op_type=by_type,

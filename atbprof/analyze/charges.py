@@ -3,8 +3,14 @@
 Each op is charged the idle gap before it (the device waited for it - charged to the op waited for) plus the part
 of its duration no earlier op on any stream already covered, so within a step the charges add up to first-start ..
 last-end. A step's wall is that device span, or for runs of ours the host frame (host start .. token synced) when
-longer; the difference is the step's `overhead` (host lead-in and token sync). Shared by `attribute` (where the
-time went) and `atbprof diff` (what changed, step by step).
+longer; the difference is the step's `overhead` (host lead-in and token sync).
+
+A profile with ProfilerStep frames (torch / torch_npu) is cut by those frames instead, so its steps partition its
+timeline: a step is its host frame, and holds the ops that start inside it, whichever step launched them (a GPU that
+lags the host runs step k's kernels during frame k+1); an op is charged only what falls inside its frame (a kernel
+running past the frame's end leaves the rest to the next frame's `other`). Ops outside every frame, and the time
+between and around the frames, are the `outside` bucket, not a step. Shared by `attribute` (where the time went) and
+`atbprof diff` (what changed, step by step).
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ class Charges:
     device_span: np.ndarray  # int ns
     wall: np.ndarray  # float ns
     phase_names: list[str]
+    framed_by: str = "ops"  # "ops" (a step = its ops' span), "run" (our host frames), "ProfilerStep" (partition)
+    outside_ns: float = 0.0  # timeline outside every step (ProfilerStep profiles: before, between, after frames)
+    outside_ops: int = 0  # ops that start outside every step
+    empty_frames: int = 0  # ProfilerStep frames with no device op in them (their time is in `outside_ns`)
 
     def tl(self, view_order: np.ndarray) -> np.ndarray:
         """A per-op array in view order, in timeline order."""
@@ -71,6 +81,10 @@ def charge(view: OpView, steps: pa.Table | None, frames: pa.Table | None = None)
     and sync and names its phase. Without it, `frames` (STEP_FRAMES_SCHEMA) of kind ProfilerStep - the host's
     iteration range in torch / torch_npu profiles - give the wall of their steps the same way."""
     n = len(view)
+    if steps is None and frames is not None:
+        host = frames.filter(pc.equal(frames.column("frame"), "ProfilerStep"))
+        if host.num_rows:
+            return _partition(view, host)
     order, gap, prev_end, charged_i = _timeline(view)
 
     def tl(a: np.ndarray) -> np.ndarray:
@@ -98,15 +112,6 @@ def charge(view: OpView, steps: pa.Table | None, frames: pa.Table | None = None)
         if ok.all():
             s_codes, phase_names = dict_codes(steps.column("phase"))
             frame_phase = s_codes[at]
-    elif frames is not None and frames.num_rows and n:
-        host = frames.filter(pc.equal(frames.column("frame"), "ProfilerStep"))
-        if host.num_rows:
-            f_step = int_column(host, "step")
-            order_f = np.argsort(f_step, kind="stable")
-            f_step, f_dur = f_step[order_f], int_column(host, "dur_ns", 0)[order_f]
-            at = np.minimum(np.searchsorted(f_step, frame_step), len(f_step) - 1)
-            ok = f_step[at] == frame_step
-            wall = np.where(ok, np.maximum(f_dur[at], device_span), device_span).astype(float)
     op_phase = np.repeat(frame_phase, np.diff(np.append(frame_starts, n))) if n else np.zeros(0, np.int64)
     return Charges(
         order=order,
@@ -122,4 +127,79 @@ def charge(view: OpView, steps: pa.Table | None, frames: pa.Table | None = None)
         device_span=device_span,
         wall=wall,
         phase_names=phase_names,
+        framed_by="run" if steps is not None and steps.num_rows else "ops",
+    )
+
+
+def _windows(frames: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(step, start, end) of the ProfilerStep frames in time order, overlaps clipped (a frame starts where the one
+    before it ended), so they never share a nanosecond."""
+    start = int_column(frames, "start_ns", 0)
+    order = np.argsort(start, kind="stable")
+    step, start = int_column(frames, "step")[order], start[order]
+    end = start + np.maximum(int_column(frames, "dur_ns", 0)[order], 0)
+    if len(start) > 1:
+        start[1:] = np.maximum(start[1:], np.maximum.accumulate(end)[:-1])
+        end = np.maximum(end, start)
+    return step, start, end
+
+
+def _partition(view: OpView, frames: pa.Table) -> Charges:
+    """Charges of a profile cut by its ProfilerStep frames (see the module docstring)."""
+    w_step, w_start, w_end = _windows(frames)
+    order_all = np.lexsort((view.op_index, view.start))
+    start, end = view.start[order_all], view.end[order_all]
+    prev_all = np.empty_like(end)
+    if len(end):
+        prev_all[0] = start[0]
+        prev_all[1:] = np.maximum.accumulate(end)[:-1]
+    # the frame an op starts in (-1: none)
+    w = np.searchsorted(w_start, start, side="right") - 1
+    inside = (w >= 0) & (start < w_end[np.clip(w, 0, None)])
+    w = np.where(inside, w, -1)
+    ws, we = w_start[np.clip(w, 0, None)], w_end[np.clip(w, 0, None)]
+    # each op is charged from where the timeline stood (the running max of earlier ends) to its end, within its
+    # frame; the first op of a frame is not charged the idle before it (the frame's host lead-in, as in a step)
+    first_in_frame = np.ones(len(w), dtype=bool)
+    first_in_frame[1:] = w[1:] != w[:-1]
+    lo = np.maximum(np.where(first_in_frame, np.maximum(prev_all, start), prev_all), ws)
+    hi = np.minimum(np.maximum(end, prev_all), we)
+    keep = np.flatnonzero(inside)
+    op_w = w[keep]
+    frame_starts = np.flatnonzero(np.append(True, op_w[1:] != op_w[:-1])) if len(keep) else np.zeros(0, np.int64)
+    charged = np.maximum(hi - lo, 0)[keep].astype(np.float64)
+    if len(keep):
+        frame_windows = op_w[frame_starts]
+        device_span = np.add.reduceat(charged, frame_starts)
+    else:  # no device op in any frame (a CPU-only trace): every frame is a step of host time alone
+        frame_windows = np.arange(len(w_step))
+        frame_starts = np.zeros(len(w_step), np.int64)
+        device_span = np.zeros(len(w_step))
+    wall = (w_end - w_start)[frame_windows].astype(np.float64)
+    order = order_all[keep]
+    phase_codes, phase_names = view.codes("phase")
+    phase_names = [*phase_names, "all"]
+    first_codes = phase_codes[order][frame_starts] if len(keep) else np.full(len(frame_windows), -1)
+    frame_phase = np.where(first_codes >= 0, first_codes, len(phase_names) - 1)
+    op_phase = np.repeat(frame_phase, np.diff(np.append(frame_starts, len(keep)))) if len(keep) else op_w
+    extent = (min(int(w_start[0]), int(start.min())), max(int(w_end[-1]), int(end.max()))) if len(end) else None
+    extent = extent or (int(w_start[0]), int(w_end[-1]))
+    return Charges(
+        order=order,
+        step=w_step[op_w],
+        gap=np.maximum(np.minimum(start, hi) - lo, 0)[keep],
+        prev_end=prev_all[keep],
+        charged=charged,
+        dur=(end - start)[keep].astype(np.float64),
+        op_phase=op_phase,
+        frame_starts=frame_starts,
+        frame_step=w_step[frame_windows],
+        frame_phase=frame_phase,
+        device_span=device_span,
+        wall=wall,
+        phase_names=phase_names,
+        framed_by="ProfilerStep",
+        outside_ns=max(float(extent[1] - extent[0]) - float(wall.sum()), 0.0),
+        outside_ops=int(len(start) - len(keep)),
+        empty_frames=int(len(w_step) - len(frame_windows)),
     )

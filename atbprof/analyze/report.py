@@ -153,10 +153,22 @@ class PhaseBreakdown(_M):
     norm: NormCost
 
 
+class OutsideSteps(_M):
+    us: float = Field(description="time of the profile's timeline in no step (before, between, after the frames)")
+    ops: int = Field(description="device ops that start outside every step")
+    empty_frames: int = Field(description="ProfilerStep frames with no device op in them (counted in `us`)")
+
+
 class Breakdown(_M):
     scope: str = Field(description="the phase the op-type/layer/bound/idle rows describe")
     steps: int = Field(description="steps in that phase")
-    span_us: float = Field(description="measured span of the whole profile (sum over phases)")
+    span_us: float = Field(description="measured span of the whole profile's steps (sum over phases)")
+    steps_from: str = Field(
+        default="ops",
+        description="what a step is: ProfilerStep (the host frames, which partition the timeline), run (atbprof "
+        "host frames), ops (the span of the ops a step id names)",
+    )
+    outside_steps: OutsideSteps = Field(default_factory=lambda: OutsideSteps(us=0.0, ops=0, empty_frames=0))
     categories_heuristic: str
     phases: list[PhaseBreakdown]
     by_op_type: list[Row]

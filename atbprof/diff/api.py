@@ -229,6 +229,8 @@ def _matching_summary(
         base_unmatched_ops=int((in_b & (m.base_group < 0)).sum()),
         new_unmatched_ops=int((in_n & (m.new_group < 0)).sum()),
         base_unpaired_steps=int((~fb).sum()),
+        base_outside_steps_ops=a.charges.outside_ops,
+        new_outside_steps_ops=b.charges.outside_ops,
         new_unpaired_steps=int((~fn).sum()),
         counts=counts,
     )

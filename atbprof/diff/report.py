@@ -104,6 +104,10 @@ class Matching(_M):
     new_unmatched_ops: int
     base_unpaired_steps: int
     new_unpaired_steps: int
+    base_outside_steps_ops: int = Field(
+        default=0, description="ops outside every ProfilerStep frame (before, between or after them): in no step"
+    )
+    new_outside_steps_ops: int = 0
     counts: dict[str, int] = Field(description="rows per classification")
 
 

@@ -133,6 +133,12 @@ def sections(report: AnalysisReport) -> list[Section]:
             ]
         )
     ph.lines.append(f"categories: {b.categories_heuristic}")
+    o = b.outside_steps
+    if b.steps_from == "ProfilerStep":
+        ph.lines.append(
+            f"steps are the ProfilerStep frames; outside every step: {_ms(o.us)} ms, {o.ops:,} device ops"
+            + (f", {o.empty_frames} frame(s) without device ops" if o.empty_frames else "")
+        )
     norm = next((p.norm for p in b.phases if p.phase == b.scope), None)
     if norm is not None:
         ph.lines.append(

@@ -148,7 +148,13 @@ def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Se
             lines=[
                 f"{m.method}: {m.pairs} step pairs ({m.scope_pairs} {m.scope}); matched ops base {m.base_matched_ops:,}"
                 f" / new {m.new_matched_ops:,}; unmatched base {m.base_unmatched_ops:,} / new {m.new_unmatched_ops:,}"
-                f"; unpaired steps base {m.base_unpaired_steps} / new {m.new_unpaired_steps}; rows: {counts or 'none'}",
+                f"; unpaired steps base {m.base_unpaired_steps} / new {m.new_unpaired_steps}"
+                + (
+                    f"; outside every step base {m.base_outside_steps_ops:,} / new {m.new_outside_steps_ops:,} ops"
+                    if m.base_outside_steps_ops or m.new_outside_steps_ops
+                    else ""
+                )
+                + f"; rows: {counts or 'none'}",
                 f"threshold: changes under {report.threshold_pct:g} % are unchanged",
             ],
         )
