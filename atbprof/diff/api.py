@@ -16,7 +16,7 @@ from atbprof.diff.groups import Matching
 from atbprof.diff.headline import categories, headline
 from atbprof.diff.measure import Side, measure
 from atbprof.diff.numerics import numerics_change, report_of
-from atbprof.diff.report import By, DiffReport, DiffRow, DiffSide, Headline
+from atbprof.diff.report import By, DiffReport, DiffRow, DiffSide, Headline, RegressionCheck
 from atbprof.diff.report import Matching as MatchingSummary
 from atbprof.diff.rows import diff_rows
 from atbprof.errors import InputError
@@ -108,7 +108,8 @@ def diff(
     cats = categories(a, b, scope_pairs, threshold_pct)
     rows = diff_rows(a, b, m, scope_pairs, by, threshold_pct)
     matching = _matching_summary(a, b, m, scope, scope_pairs, rows)
-    regression = _regression(head, fail_if_slower_pct)
+    check = _regression(head, fail_if_slower_pct)
+    regression = bool(check and check.failed)
     notes = [*m.notes, *notes]
     if not a.tokens_known or not b.tokens_known:
         notes.append("tokens/s assumes one token per step where the profile does not record the batch")
@@ -154,6 +155,7 @@ def diff(
         assumptions=assumptions,
         notes=notes,
         regression=regression,
+        regression_check=check,
         numerics=numerics,
     )
     return DiffResult(report, a, b, m)
@@ -243,13 +245,19 @@ def _aligned_share(m: Matching) -> float:
     return float(same[ops].mean()) if len(ops) else 0.0
 
 
-def _regression(head: Headline, limit: float | None) -> bool:
+def _regression(head: Headline, limit: float | None) -> RegressionCheck | None:
     if limit is None:
-        return False
-    return any(
-        f is not None and f.significant and f.delta_pct is not None and f.delta_pct > limit
-        for f in (head.decode_ms_per_token, head.ttft_ms)
-    )
+        return None
+    figures = {"decode_ms_per_token": head.decode_ms_per_token, "ttft_ms": head.ttft_ms}
+    present = {k: f for k, f in figures.items() if f is not None}
+    tested = [k for k, f in present.items() if f.method != "untestable"]
+    failed = [
+        k
+        for k in tested
+        if present[k].significant and present[k].delta_pct is not None and present[k].delta_pct > limit  # type: ignore[operator]
+    ]
+    not_tested = [k for k in present if k not in tested]
+    return RegressionCheck(limit_pct=limit, tested=tested, not_tested=not_tested, failed=failed)
 
 
 def _summary(a: Side, b: Side, head: Headline, rows: list[DiffRow]) -> str:

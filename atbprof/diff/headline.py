@@ -57,19 +57,20 @@ def headline(base: Side, new: Side, pairs: np.ndarray, scope: str, threshold: fl
     bp = np.array([base.frame_phase[i] for i in pairs[:, 0]], dtype=object)
     in_scope = pairs[(bp == scope)] if scope != "all" else pairs
     rel_noise = noise(base, new, in_scope)
+    exact = base.exact and new.exact
     decode = ttft = tps = None
     if len(in_scope):
         b_ms, n_ms = base.charges.wall[in_scope[:, 0]] / 1e6, new.charges.wall[in_scope[:, 1]] / 1e6
-        c = compare(b_ms, n_ms, paired=True, threshold_pct=threshold)
+        c = compare(b_ms, n_ms, paired=True, threshold_pct=threshold, exact=exact)
         decode = figure(c, "ms", b_ms, n_ms)
         tb = float(base.frame_tokens[in_scope[:, 0]].mean()) * 1e3
         tn = float(new.frame_tokens[in_scope[:, 1]].mean()) * 1e3
-        c = compare(b_ms, n_ms, paired=True, threshold_pct=threshold, scale=(tb, tn))
+        c = compare(b_ms, n_ms, paired=True, threshold_pct=threshold, scale=(tb, tn), exact=exact)
         tps = figure(c, "tokens/s", tb / b_ms, tn / n_ms)
     pre = pairs[bp == "prefill"]
     if len(pre):
         b_ms, n_ms = base.charges.wall[pre[:, 0]] / 1e6, new.charges.wall[pre[:, 1]] / 1e6
-        c = compare(b_ms, n_ms, paired=True, threshold_pct=threshold, noise_rel_sd=rel_noise)
+        c = compare(b_ms, n_ms, paired=True, threshold_pct=threshold, noise_rel_sd=rel_noise, exact=exact)
         ttft = figure(c, "ms", b_ms, n_ms)
     return Headline(decode_ms_per_token=decode, ttft_ms=ttft, tokens_per_s=tps)
 
@@ -86,7 +87,7 @@ def categories(base: Side, new: Side, scope_pairs: np.ndarray, threshold: float)
     for name, cb, cn in columns:
         if name == "communication" and not (cb.any() or cn.any()):
             continue
-        c = compare(cb, cn, paired=True, threshold_pct=threshold)
+        c = compare(cb, cn, paired=True, threshold_pct=threshold, exact=base.exact and new.exact)
         rows.append(
             Category(
                 name=name,

@@ -43,6 +43,18 @@ class Side:
     def ours(self) -> bool:
         return self.profile.kind == "atbprof-run" and has_values(self.profile.ops, "node_id")
 
+    @property
+    def exact(self) -> bool:
+        """A simulated run without jitter: its figures carry no measurement noise."""
+        cfg = self.profile.meta.get("config")
+        if self.profile.kind != "atbprof-run" or not isinstance(cfg, dict):
+            return False
+        execution = cfg.get("execution")
+        jitter = execution.get("jitter") if isinstance(execution, dict) else None
+        if not isinstance(jitter, dict):
+            return True  # runs written before jitter existed are exact
+        return not any(jitter.get(k) for k in ("kernel_cv", "host_cv"))
+
     def frames_of(self, phase: str) -> np.ndarray:
         """Frame numbers of a phase (`all`: every frame)."""
         if phase == "all":

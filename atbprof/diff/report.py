@@ -38,7 +38,11 @@ class Figure(_M):
     ci_low: float | None = Field(description="95 % interval of delta; null with a single step a side")
     ci_high: float | None
     significant: bool
-    method: str = Field(description="paired-t | welch-t | single | exact")
+    method: str = Field(
+        description="paired-t | welch-t | single (one step a side, judged by the other steps' noise) | exact (no "
+        "measurement noise: atbprof runs without jitter) | untestable (one step a side and no noise estimate: never "
+        "significant)"
+    )
     base_steps: Distribution
     new_steps: Distribution
 
@@ -145,6 +149,15 @@ class NumericsChange(_M):
     note: str
 
 
+class RegressionCheck(_M):
+    """What --fail-if-slower could test: it fails only on a tested, significant slowdown beyond its limit."""
+
+    limit_pct: float
+    tested: list[str] = Field(description="figures with a test behind them (decode_ms_per_token, ttft_ms)")
+    not_tested: list[str] = Field(description="figures present but untestable (one step a side, no noise estimate)")
+    failed: list[str] = Field(description="tested figures significantly slower by more than limit_pct")
+
+
 class DiffReport(_M):
     schema_version: str = DIFF_SCHEMA_VERSION
     base: DiffSide
@@ -159,4 +172,5 @@ class DiffReport(_M):
     assumptions: list[str]
     notes: list[str]
     regression: bool = Field(description="a significant slowdown of decode per token or TTFT beyond fail_if_slower")
+    regression_check: RegressionCheck | None = Field(default=None, description="only with --fail-if-slower")
     numerics: NumericsChange | None = Field(default=None, description="only when a run was made with --numerics")

@@ -3,12 +3,14 @@ removed, fused, split, faster, slower or unchanged (HTA's vocabulary plus fused/
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from atbprof.diff.groups import GroupInfo, Matching
 from atbprof.diff.measure import Side
 from atbprof.diff.report import By, DiffRow
-from atbprof.diff.stats import compare
+from atbprof.diff.stats import Comparison, compare
 
 
 def row_key(g: GroupInfo, by: By) -> str:
@@ -38,6 +40,30 @@ def _sums(
     return charged, kernel, count, p * len(row_of_group) + g
 
 
+def _instances(side: Side, group: np.ndarray, in_pair: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(charged µs of each matched group instance, present) on one side over the compared steps."""
+    ok = in_pair & (group >= 0)
+    total = np.bincount(group[ok], weights=side.charges.charged[ok], minlength=n_groups) / 1e3
+    present = np.bincount(group[ok], minlength=n_groups) > 0
+    return total, present
+
+
+def _by_instances(c: Comparison, vb: np.ndarray, vn: np.ndarray, threshold: float) -> Comparison:
+    """One step a side: the row's change tested on its repeated instances inside the step (layers repeat). The
+    matcher pairs each base instance with its new one, so the test is a paired t on the per-instance differences,
+    its interval scaled to the per-step sum by the number of pairs. Fewer than two pairs: untestable."""
+    if len(vb) < 2:
+        return c
+    per = compare(vb, vn, paired=True, threshold_pct=threshold)
+    if per.ci_low is None or per.ci_high is None:
+        return c
+    k = len(vb)
+    lo, hi = per.ci_low * k, per.ci_high * k
+    big = abs(c.delta) >= abs(c.base) * threshold / 100.0 and c.delta != 0.0
+    sig = big and (lo > 0 or hi < 0) and np.sign(c.delta) == np.sign(per.delta)
+    return replace(c, ci_low=lo, ci_high=hi, significant=bool(sig), method="paired-t (instances)")
+
+
 def diff_rows(base: Side, new: Side, m: Matching, scope_pairs: np.ndarray, by: By, threshold: float) -> list[DiffRow]:
     n_pairs, n_groups = len(scope_pairs), len(m.groups)
     if not n_pairs or not n_groups:
@@ -63,6 +89,11 @@ def diff_rows(base: Side, new: Side, m: Matching, scope_pairs: np.ndarray, by: B
         (present // n_groups) * n_rows + row_of_group[present % n_groups], minlength=n_pairs * n_rows
     ).reshape(n_pairs, n_rows)
     series = {"cb": cb, "cn": cn, "kb": kb, "kn": kn, "nb": nb, "nn": nn, "inst": instances}
+    exact = base.exact and new.exact
+    by_instances = n_pairs < 2 and not exact
+    if by_instances:
+        vb, okb = _instances(base, m.base_group, pb[base.charges.frame_of_op] >= 0, n_groups)
+        vn, okn = _instances(new, m.new_group, pn[new.charges.frame_of_op] >= 0, n_groups)
     structures: list[set[str]] = [set() for _ in range(n_rows)]
     members: list[GroupInfo | None] = [None] * n_rows
     for g in used_groups.tolist():
@@ -74,7 +105,12 @@ def diff_rows(base: Side, new: Side, m: Matching, scope_pairs: np.ndarray, by: B
         info = members[r]
         if info is None:
             continue
-        c = compare(series["cb"][:, r] / 1e3, series["cn"][:, r] / 1e3, paired=True, threshold_pct=threshold)
+        c = compare(
+            series["cb"][:, r] / 1e3, series["cn"][:, r] / 1e3, paired=True, threshold_pct=threshold, exact=exact
+        )
+        if by_instances:
+            both = (row_of_group == r) & okb & okn  # instances matched one to one
+            c = _by_instances(c, vb[both], vn[both], threshold)
         inst = float(series["inst"][:, r].mean())
         structural = {s for s in structures[r] if s not in ("same", "replaced")}
         if len(structures[r]) == 1 and structural:

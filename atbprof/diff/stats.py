@@ -8,7 +8,11 @@
   (relative, default 1 %): deterministic runs have zero-width intervals, so without the threshold a 0.01 %
   difference would count.
 - A single measurement per side (TTFT: one prefill step) has no interval; it is significant when it exceeds the
-  threshold and three times the per-step noise (relative SD of the paired decode differences).
+  threshold and three times the per-step noise (relative SD of the paired decode differences). Without such a
+  noise estimate one measurement a side is *untestable*: never significant, whatever its size (two ranks of one
+  step differ by chance), unless both sides are exact (atbprof runs without jitter: no measurement noise).
+- Rows of a diff with one step a side use the repeated instances inside the step: every kernel of a group is a
+  sample (layers repeat), compared by Welch's t on the per-instance times (`instances`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,12 @@ class Comparison:
     ci_low: float | None  # CONFIDENCE interval of delta; None with one sample a side
     ci_high: float | None
     significant: bool
-    method: str  # paired-t | welch-t | single | exact
+    method: str  # paired-t | welch-t | single | exact | untestable
+
+    @property
+    def testable(self) -> bool:
+        return self.method != "untestable"
+
     n_base: int
     n_new: int
     sd_base: float
@@ -63,9 +72,11 @@ def compare(
     threshold_pct: float,
     noise_rel_sd: float = 0.0,
     scale: tuple[float, float] | None = None,
+    exact: bool = False,
 ) -> Comparison:
     """Compare two samples (one value per step). `scale=(s_base, s_new)` reports s / mean instead of the mean
-    (tokens/s from ms per step) with the interval by the delta method. `noise_rel_sd` judges single samples."""
+    (tokens/s from ms per step) with the interval by the delta method. `noise_rel_sd` judges single samples;
+    `exact`: the samples carry no measurement noise (deterministic simulations), so one a side is a fact."""
     base = np.asarray(base, dtype=np.float64)
     new = np.asarray(new, dtype=np.float64)
     nb, nn = len(base), len(new)
@@ -104,10 +115,14 @@ def compare(
         else:
             half, method = 0.0, "exact"
         lo, hi = delta - half, delta + half
-    else:
+    elif exact:
+        method = "exact"
+    elif noise_rel_sd > 0:
         method = "single"
+    else:
+        method = "untestable"
     threshold = threshold_pct
-    if method == "single" and noise_rel_sd > 0:
+    if method == "single":
         threshold = max(threshold_pct, 300.0 * noise_rel_sd)
     return Comparison(
         base=value_b,
@@ -116,7 +131,7 @@ def compare(
         delta_pct=_pct(delta, value_b),
         ci_low=lo,
         ci_high=hi,
-        significant=_verdict(delta, value_b, lo, hi, threshold),
+        significant=method != "untestable" and _verdict(delta, value_b, lo, hi, threshold),
         method=method,
         n_base=nb,
         n_new=nn,

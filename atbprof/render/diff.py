@@ -73,6 +73,16 @@ def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Se
             ]
         )
         head.row_styles.append(_style(f.delta, f.significant, more_is_better=key == "tokens_per_s"))
+    if any(getattr(report.headline, k) is not None and getattr(report.headline, k).method == "untestable"
+           for k, _ in figures):  # fmt: skip
+        head.lines.append("untestable: one step a side and no noise estimate - a change is not called significant")
+    check = report.regression_check
+    if check is not None:
+        head.lines.append(
+            f"--fail-if-slower {check.limit_pct:g} %: tested {', '.join(check.tested) or 'nothing'}"
+            + (f"; not testable {', '.join(check.not_tested)}" if check.not_tested else "")
+            + (f"; FAILED {', '.join(check.failed)}" if check.failed else "; passed")
+        )
     out.append(head)
     cats = Section(
         f"where the time went, ms {per} (seed 000's table; delta = new - base, negative = less time)",

@@ -1,0 +1,66 @@
+"""No significance from one sample a side (issue 13 item 3): the statistics, two data-parallel ranks of one real
+step, and what --fail-if-slower says it could and could not test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from atbprof.cli import app
+from atbprof.diff.api import diff
+from atbprof.diff.stats import compare
+from atbprof.importers import load_profile
+from tests.importers.conftest import ASCEND, LEVEL1, shared
+
+RANK1 = ASCEND / "msinsight_imagenet_cnn_level1_rank1"
+runner = CliRunner()
+
+
+@given(st.floats(0.1, 1e6), st.floats(0.1, 1e6))
+def test_one_measurement_a_side_is_never_significant(base: float, new: float) -> None:
+    c = compare(np.array([base]), np.array([new]), paired=True, threshold_pct=1.0)
+    assert c.method == "untestable" and not c.significant and c.ci_low is None
+
+
+def test_exact_runs_and_a_noise_estimate_still_judge_one_step() -> None:
+    exact = compare(np.array([10.0]), np.array([11.0]), paired=True, threshold_pct=1.0, exact=True)
+    assert exact.method == "exact" and exact.significant
+    noisy = compare(np.array([10.0]), np.array([10.5]), paired=True, threshold_pct=1.0, noise_rel_sd=0.05)
+    assert noisy.method == "single" and not noisy.significant  # 5 % is inside 3 x 5 % of per-step noise
+    big = compare(np.array([10.0]), np.array([20.0]), paired=True, threshold_pct=1.0, noise_rel_sd=0.05)
+    assert big.significant
+
+
+def test_two_ranks_of_one_step_are_not_a_significant_regression() -> None:
+    """Rank 0 and rank 1 of one data-parallel CNN step differ by 12.7 %: one step a side, no test for it."""
+    report = diff(load_profile(shared(LEVEL1)), load_profile(shared(RANK1)), fail_if_slower_pct=2.0).report
+    head = report.headline.decode_ms_per_token
+    assert head is not None and head.delta_pct is not None and head.delta_pct > 10
+    assert head.method == "untestable" and not head.significant and not report.regression
+    check = report.regression_check
+    assert check is not None and check.tested == [] and check.not_tested == ["decode_ms_per_token"]
+    rows = {r.name: r for r in report.rows}
+    # rows are tested on their instances inside the step: the 57 TransData kernels, matched one to one
+    assert rows["TransData"].instances_per_step == 57 and rows["TransData"].ci_low_us is not None
+    one = rows["TopKV2"]  # a single instance a side: untestable, never significant
+    assert one.instances_per_step == 1 and one.ci_low_us is None and not one.significant
+
+
+def test_fail_if_slower_says_what_it_could_not_test() -> None:
+    result = runner.invoke(app, ["diff", str(shared(LEVEL1)), str(shared(RANK1)), "--fail-if-slower", "2%"])
+    assert result.exit_code == 0, result.output
+    assert "could not test decode_ms_per_token" in result.stderr
+    assert "--fail-if-slower 2 %: tested nothing; not testable decode_ms_per_token; passed" in result.stdout
+
+
+@pytest.mark.parametrize("cv", [0.0, 0.05])
+def test_a_run_with_one_decode_step_is_exact_unless_jittered(diff_runs, cv: float) -> None:  # type: ignore[no-untyped-def]
+    extra = [f"execution.jitter.kernel_cv={cv}", "workload.decode_tokens=1"]
+    base = diff_runs("seed000-baseline.yaml", *extra)
+    new = diff_runs("seed000-lnfused.yaml", *extra)
+    head = diff(base, new).report.headline.decode_ms_per_token
+    assert head is not None and head.method == ("exact" if cv == 0 else "untestable")
+    assert head.significant is (cv == 0)
