@@ -14,7 +14,7 @@ from atbprof.diff.align import match_aligned
 from atbprof.diff.graphs import match_runs
 from atbprof.diff.groups import Matching
 from atbprof.diff.headline import categories, headline
-from atbprof.diff.measure import Side, measure
+from atbprof.diff.measure import Side, common_step_definition, measure, step_frames_of
 from atbprof.diff.numerics import numerics_change, report_of
 from atbprof.diff.report import By, DiffReport, DiffRow, DiffSide, Headline, RegressionCheck
 from atbprof.diff.report import Matching as MatchingSummary
@@ -82,12 +82,13 @@ def diff(
     patterns = load_patterns(patterns_file)
     notes: list[str] = [f"{p.source}: {w}" for p in (base, new) for w in import_warnings(p)]
     sides = []
+    steps_as = common_step_definition(base, new)
     for p in (base, new):
         if not p.ops.num_rows and p.framework is not None and p.framework.num_rows:
             # a CPU-only trace: the top-level framework ops are the timeline to compare (as analyze does)
             p = replace(p, ops=framework_timeline(p.framework))
             notes.append(f"{p.source}: no device kernels; its top-level framework ops (host) are compared")
-        sides.append(measure(p, patterns))
+        sides.append(measure(p, patterns, steps_as))
     a, b = sides
     for s in (a, b):
         if not len(s.frame_phase):
@@ -111,6 +112,13 @@ def diff(
     check = _regression(head, fail_if_slower_pct)
     regression = bool(check and check.failed)
     notes = [*m.notes, *notes]
+    if steps_as == "ops":
+        without = [p.source for p in (base, new) if step_frames_of(p) == "ops"]
+        if len(without) < 2:
+            notes.append(
+                f"steps compared as the span of their kernels (first start to last end) on both sides: "
+                f"{without[0]} has no host step frames (ProfilerStep), so the other side's are not used"
+            )
     if not a.tokens_known or not b.tokens_known:
         notes.append("tokens/s assumes one token per step where the profile does not record the batch")
     unpaired = (matching.base_unpaired_steps, matching.new_unpaired_steps)
@@ -143,6 +151,7 @@ def diff(
     if numerics is not None and numerics.worse_rules:
         summary_line += f"; numerics worse for {', '.join(numerics.worse_rules)}"
     report = DiffReport(
+        steps_compared_as=steps_as,
         base=_side(a),
         new=_side(b),
         summary=summary_line,

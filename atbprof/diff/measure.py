@@ -71,9 +71,28 @@ class Side:
         return self.charges.tl(codes), names
 
 
-def measure(profile: Profile, patterns: PatternSet) -> Side:
+def step_frames_of(profile: Profile) -> str:
+    """The step definition a profile can support: run (atbprof host frames), ProfilerStep (host frames of torch /
+    torch_npu), or ops (a step is the span of the kernels its step id names)."""
+    if profile.steps is not None and profile.steps.num_rows:
+        return "run"
+    frames = profile.step_frames
+    if frames is not None and "ProfilerStep" in set(frames.column("frame").to_pylist()):
+        return "ProfilerStep"
+    return "ops"
+
+
+def common_step_definition(a: Profile, b: Profile) -> str:
+    """One definition for both sides of a diff: host frames when both have them (run or ProfilerStep), else the
+    span of each step's kernels - a kernel_details.csv against the trace_view.json of the same capture compares
+    like with like, and shows no change."""
+    kinds = {step_frames_of(a), step_frames_of(b)}
+    return "host frames" if kinds <= {"run", "ProfilerStep"} else "ops"
+
+
+def measure(profile: Profile, patterns: PatternSet, steps_as: str = "host frames") -> Side:
     view = OpView.build(profile.ops)
-    ch = charge(view, profile.steps, profile.step_frames)
+    ch = charge(view, None, None) if steps_as == "ops" else charge(view, profile.steps, profile.step_frames)
     if has_values(profile.ops, "role"):
         category, rule = by_roles(view), ROLES_RULE
     else:

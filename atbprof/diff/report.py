@@ -160,6 +160,11 @@ class RegressionCheck(_M):
 
 class DiffReport(_M):
     schema_version: str = DIFF_SCHEMA_VERSION
+    steps_compared_as: str = Field(
+        default="host frames",
+        description="host frames (both sides have them: atbprof runs, ProfilerStep) | ops (a step is the span of "
+        "its kernels, on both sides, when either input has no host frames)",
+    )
     base: DiffSide
     new: DiffSide
     summary: str

@@ -35,10 +35,11 @@ def test_exact_runs_and_a_noise_estimate_still_judge_one_step() -> None:
 
 
 def test_two_ranks_of_one_step_are_not_a_significant_regression() -> None:
-    """Rank 0 and rank 1 of one data-parallel CNN step differ by 12.7 %: one step a side, no test for it."""
+    """Rank 0 and rank 1 of one data-parallel CNN step differ by 3.4 %, over the 2 % limit: one step a side, no
+    test for it."""
     report = diff(load_profile(shared(LEVEL1)), load_profile(shared(RANK1)), fail_if_slower_pct=2.0).report
     head = report.headline.decode_ms_per_token
-    assert head is not None and head.delta_pct is not None and head.delta_pct > 10
+    assert head is not None and head.delta_pct is not None and abs(head.delta_pct) > 2
     assert head.method == "untestable" and not head.significant and not report.regression
     check = report.regression_check
     assert check is not None and check.tested == [] and check.not_tested == ["decode_ms_per_token"]
@@ -64,3 +65,23 @@ def test_a_run_with_one_decode_step_is_exact_unless_jittered(diff_runs, cv: floa
     head = diff(base, new).report.headline.decode_ms_per_token
     assert head is not None and head.method == ("exact" if cv == 0 else "untestable")
     assert head.significant is (cv == 0)
+
+
+OUT = "ASCEND_PROFILER_OUTPUT"
+FORMS = [
+    (RANK1 / OUT / "kernel_details.csv", RANK1 / OUT / "trace_view.json"),
+    (RANK1 / OUT / "kernel_details.csv", RANK1),
+    (ASCEND / "msinsight_imagenet_cnn_level0_rank0" / OUT / "kernel_details.csv",
+     ASCEND / "msinsight_imagenet_cnn_level0_rank0" / OUT / "trace_view.json"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("table", "other"), FORMS)
+def test_two_forms_of_one_capture_show_no_change(table, other) -> None:  # type: ignore[no-untyped-def]
+    """kernel_details.csv has no ProfilerStep frames; its trace_view.json does: both sides are stepped by their
+    kernels' span (said in the report), so the same capture in two forms is the same (it was +14..18 %)."""
+    report = diff(load_profile(shared(table)), load_profile(shared(other)), fail_if_slower_pct=2.0).report
+    head = report.headline.decode_ms_per_token
+    assert report.steps_compared_as == "ops" and head is not None and abs(head.delta) < 1e-3
+    assert {r.classification for r in report.rows} == {"unchanged"} and not report.regression
+    assert any("span of their kernels" in n and "no host step frames" in n for n in report.notes)
