@@ -223,6 +223,18 @@ def framework_timeline(framework: pa.Table) -> pa.Table:
     return table.sort_by("task_start_ns")
 
 
+def _not_ascend(profile: Profile) -> str | None:
+    """What a Kineto trace with device kernels ran on when it is not an Ascend NPU (its deviceProperties), else
+    None. A CPU-only trace keeps the estimate of its framework-level findings (host time of the aten calls)."""
+    if profile.kind != "kineto" or not profile.ops.num_rows:
+        return None
+    devices = profile.meta.get("devices")
+    names = [str(d) for d in devices if d] if isinstance(devices, list) else []
+    if any("ascend" in n.lower() or "910" in n for n in names):
+        return None
+    return f"{', '.join(sorted(set(names)))} (deviceProperties)" if names else "a GPU (no deviceProperties)"
+
+
 def analyze(
     profile: Profile,
     *,
@@ -275,6 +287,21 @@ def analyze(
         )
     elif cfg is not None and isinstance(summary, dict):
         found, wi = whatif_resimulated(found, cfg, summary, breakdown.span_us)
+    elif (ran_on := _not_ascend(profile)) is not None:
+        # the device model is Ascend's: pricing a GPU / MTIA / CPU trace's fused kernels with it would be a guess
+        wi = WhatIf(
+            method="none",
+            device=None,
+            assumption=f"the trace ran on {ran_on}: atbprof's device model is of Ascend NPUs, so no saving is "
+            "estimated (the findings say what is unfused and what would fuse it)",
+            span_us=breakdown.span_us,
+            total_saving_us=0.0,
+            span_after_us=breakdown.span_us,
+            saving_share=0.0,
+            decode_ms_per_token_before=None,
+            decode_ms_per_token_after=None,
+            steps=[],
+        )
     else:
         device, why = device_for(meta)
         if ours:

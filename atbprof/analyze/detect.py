@@ -255,14 +255,17 @@ def detect_kernels(
     return pa.concat_tables(parts) if parts else FINDINGS_SCHEMA.empty_table()
 
 
-def outermost_ops(framework: pa.Table) -> pa.Table:
-    """Framework ops (names with '::') that no other framework op encloses, as a small op table.
+def outermost_ops(framework: pa.Table, known: CompiledLevel | None = None) -> pa.Table:
+    """Framework ops (names with '::', or names a class of `known` matches: apex's FusedRMSNormAffineFunction,
+    flash-attn's DropoutAddLayerNormFn are autograd functions) that no other framework op encloses, as a small op
+    table.
 
     The aten::pow inside aten::rms_norm's composite implementation (or aten::copy_ inside aten::to) is part of its
     parent call: counting it would count that call twice, and would call a fused op decomposed."""
     n = framework.num_rows
     codes, names = dict_codes(framework.column("name"))
-    is_op = np.array(["::" in s for s in names] + [False], dtype=bool)[codes]
+    classed = known.lookup(names) != OTHER if known is not None else np.zeros(len(names), dtype=bool)
+    is_op = np.append(np.array(["::" in s for s in names], dtype=bool) | classed, False)[codes]
     index = int_column(framework, "index", 0)
     parent = int_column(framework, "parent", -1)
     depth = int_column(framework, "depth", 0)
@@ -295,7 +298,7 @@ def outermost_ops(framework: pa.Table) -> pa.Table:
 
 def detect_framework(framework: pa.Table, patterns: PatternSet) -> pa.Table:
     """Findings among the outermost framework ops (FRAMEWORK_SCHEMA), per (step, thread)."""
-    view = OpView.build(outermost_ops(framework))
+    view = OpView.build(outermost_ops(framework, patterns.framework))
     parts = [
         _table("framework", cp, view, first, last, np.full(len(first), len(EVIDENCE) - 1), kernel_level=False)
         for cp, first, last in scan(patterns.framework, view)

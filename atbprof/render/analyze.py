@@ -166,7 +166,9 @@ def sections(report: AnalysisReport) -> list[Section]:
         "what-if", ["after", "rules on", "span ms", "TTFT ms", "ms/token", "saved ms", "notes"], numeric={2, 3, 4, 5}
     )
     wi.lines.append(
-        f"{w.method}: {_ms(w.span_us)} ms -> {_ms(w.span_after_us)} ms, saving {_ms(w.total_saving_us)} ms "
+        f"not estimated: {w.assumption}"
+        if w.method == "none"
+        else f"{w.method}: {_ms(w.span_us)} ms -> {_ms(w.span_after_us)} ms, saving {_ms(w.total_saving_us)} ms "
         f"({_share(w.saving_share)})"
         + (
             f"; decode {w.decode_ms_per_token_before:.3f} -> {w.decode_ms_per_token_after:.3f} ms/token"
