@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 from atbprof.analyze.categories import CATEGORY_NAMES, ROLES_RULE, by_blocks, by_roles, norm_symbols
 from atbprof.analyze.charges import charge
 from atbprof.analyze.patterns import PatternSet
-from atbprof.analyze.report import Breakdown, Idle, NormCost, OutsideSteps, PhaseBreakdown, Row
+from atbprof.analyze.report import Breakdown, Idle, NormCost, OutsideSteps, PhaseBreakdown, Row, TrainingPhase
+from atbprof.analyze.training import TRAINING_PHASES, training_phases
 from atbprof.analyze.view import OpView, has_values
 
 _RATIO_COMPUTE = ("mac_ratio", "vec_ratio", "scalar_ratio")
@@ -242,12 +243,28 @@ def attribute(
         classified_by=classified,
         waited_for=waited_rows,
     )
+    training = training_phases(view, patterns)
+    train_rows: list[TrainingPhase] = []
+    if training is not None:
+        key = tl(training)
+        in_scope = op_phase == sc
+        t_charged = np.bincount(key[in_scope], weights=charged[in_scope], minlength=len(TRAINING_PHASES))
+        t_ops = np.bincount(key[in_scope], minlength=len(TRAINING_PHASES))
+        for i, name in enumerate(TRAINING_PHASES):
+            r = _row(name, int(t_ops[i]), 0.0, float(t_charged[i]), s_span, s_steps)
+            train_rows.append(
+                TrainingPhase(
+                    phase=name, ops=r.count, charged_us=r.charged_us, per_step_ms=r.per_step_ms, share=r.share
+                )
+            )
     return Breakdown(
         scope=scope,
         steps=s_steps,
         span_us=round(float(wall.sum()) / 1e3, 3),
         steps_from=ch.framed_by,
         outside_steps=OutsideSteps(us=round(ch.outside_ns / 1e3, 3), ops=ch.outside_ops, empty_frames=ch.empty_frames),
+        step_kind="training" if training is not None else "inference",
+        training=train_rows,
         categories_heuristic=heuristic,
         phases=phases,
         by_op_type=by_type,

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from atbprof.analyze.detect import first_tensor
 from atbprof.analyze.patterns import PatternSet
+from atbprof.analyze.training import kernel_kinds, training_phases
 from atbprof.analyze.view import OpView
 from atbprof.sim.categories import CATEGORIES
 
@@ -28,8 +29,13 @@ HEURISTIC = (
     "no roles in this profile, so blocks were inferred per stream: a block starts at each norm over the hidden "
     "width ({hidden}; q/k norms inside attention do not start one) and keeps the residual Add before the next norm; "
     "a block with an attention kernel (FlashAttention, softmax, BatchMatMul, RoPE, KV-cache write) is Attention, a "
-    "block with MatMuls right after an Attention block is FFN, everything else (embedding, LM head, optimizer, a "
-    "training step's backward kernels that follow no norm) is other; communication kernels are their own row"
+    "block with MatMuls right after an Attention block is FFN, everything else (embedding, LM head, optimizer) is "
+    "other; communication kernels are their own row"
+)
+TRAINING_HEURISTIC = (
+    "; in a training step's backward phase a block ends at its norm's gradient (the reverse of the forward order) "
+    "and is Attention when it holds an attention gradient kernel, else FFN when it holds MatMuls, so backward "
+    "kernels count for the block they differentiate; the optimizer phase is other"
 )
 
 
@@ -81,18 +87,57 @@ def by_blocks(view: OpView, patterns: PatternSet, findings: pa.Table) -> tuple[n
         if (norm_widths == width).any():  # else keep every norm: better than none
             anchor[anchor_pos[(norm_widths != width) & (norm_widths > 0)]] = False
             hidden = str(width)
-    seg = np.cumsum(anchor | view.group_first) - 1
+    training = training_phases(view, patterns)
+    phase_start = np.zeros(n, dtype=bool)
+    if training is not None:
+        phase_start[1:] = training[1:] != training[:-1]  # a (step, stream) group is in start order
+        anchor &= training == 0  # forward norms start forward blocks; the backward is cut below
+    boundary = anchor | view.group_first | phase_start
+    seg = np.cumsum(boundary) - 1
     n_seg = int(seg[-1]) + 1 if n else 0
     seg_attn = np.bincount(seg, weights=attention, minlength=n_seg) > 0
     seg_mm = np.bincount(seg, weights=matmul, minlength=n_seg) > 0
-    starts = np.flatnonzero(anchor | view.group_first)
+    starts = np.flatnonzero(boundary)
     led_by_norm = anchor[starts]
-    new_group = view.group_first[starts]
+    new_group = (view.group_first | phase_start)[starts]
     seg_cat = np.full(n_seg, CATEGORY_NAMES.index("other"), dtype=np.int64)
     seg_cat[seg_attn & led_by_norm] = CATEGORY_NAMES.index("attention")
     prev_attn = np.zeros(n_seg, dtype=bool)
     prev_attn[1:] = (seg_cat[:-1] == CATEGORY_NAMES.index("attention")) & ~new_group[1:]
     seg_cat[seg_mm & ~seg_attn & led_by_norm & prev_attn] = CATEGORY_NAMES.index("ffn")
     codes = seg_cat[seg] if n else np.zeros(0, dtype=np.int64)
+    heuristic = HEURISTIC.format(hidden=hidden)
+    if training is not None:
+        codes = _backward_blocks(view, patterns, training, phase_start, attention, matmul, codes)
+        heuristic += TRAINING_HEURISTIC
     codes[comm] = CATEGORY_NAMES.index("communication")
-    return codes, HEURISTIC.format(hidden=hidden)
+    return codes, heuristic
+
+
+def _backward_blocks(
+    view: OpView,
+    patterns: PatternSet,
+    training: np.ndarray,
+    phase_start: np.ndarray,
+    attention: np.ndarray,
+    matmul: np.ndarray,
+    codes: np.ndarray,
+) -> np.ndarray:
+    """Categories of a training step's backward and optimizer ops: a backward block runs up to and including the
+    next norm gradient."""
+    _, _, norm_grad = kernel_kinds(view, patterns)
+    backward = training == 1
+    ends = norm_grad & backward
+    after_end = np.zeros(len(ends), dtype=bool)
+    after_end[1:] = ends[:-1]
+    seg = np.cumsum(view.group_first | phase_start | after_end) - 1
+    n_seg = int(seg[-1]) + 1 if len(seg) else 0
+    has = lambda mask: np.bincount(seg, weights=mask & backward, minlength=n_seg) > 0  # noqa: E731
+    closed, attn, mm = has(ends), has(attention), has(matmul)
+    cat = np.full(n_seg, CATEGORY_NAMES.index("other"), dtype=np.int64)
+    cat[closed & attn] = CATEGORY_NAMES.index("attention")
+    cat[closed & mm & ~attn] = CATEGORY_NAMES.index("ffn")
+    out = codes.copy()
+    out[backward] = cat[seg[backward]]
+    out[training == 2] = CATEGORY_NAMES.index("other")
+    return out

@@ -52,10 +52,19 @@ class LevelPatterns(_M):
     patterns: tuple[Pattern, ...] = ()
 
 
+class TrainingKernels(_M):
+    """Op-type globs that mark a training step's phases (analyze/training.py)."""
+
+    backward: tuple[str, ...] = ()
+    optimizer: tuple[str, ...] = ()
+    norm_backward: tuple[str, ...] = ()
+
+
 class PatternFile(_M):
     kernel: LevelPatterns = LevelPatterns()
     framework: LevelPatterns = LevelPatterns()
     categories: dict[str, tuple[str, ...]] = {}
+    training: TrainingKernels = TrainingKernels()
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,7 @@ class PatternSet:
     framework: CompiledLevel
     categories: dict[str, tuple[str, ...]]
     source: str
+    training: TrainingKernels = field(default_factory=TrainingKernels)
     memo: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)  # op type -> category
 
     def category_of(self, op_type: str) -> str | None:
@@ -195,6 +205,11 @@ def load_patterns(extra_file: str | None = None) -> PatternSet:
             kernel=_merge_level(doc.kernel, extra.kernel),
             framework=_merge_level(doc.framework, extra.framework),
             categories={**doc.categories, **extra.categories},
+            training=TrainingKernels(
+                backward=extra.training.backward or doc.training.backward,
+                optimizer=extra.training.optimizer or doc.training.optimizer,
+                norm_backward=extra.training.norm_backward or doc.training.norm_backward,
+            ),
         )
         source = f"built-in patterns + {extra_file}"
     return PatternSet(
@@ -202,4 +217,5 @@ def load_patterns(extra_file: str | None = None) -> PatternSet:
         framework=_compile_level(doc.framework, "framework"),
         categories=dict(doc.categories),
         source=source,
+        training=doc.training,
     )

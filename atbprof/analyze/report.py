@@ -153,6 +153,14 @@ class PhaseBreakdown(_M):
     norm: NormCost
 
 
+class TrainingPhase(_M):
+    phase: str = Field(description="forward | backward | optimizer (a training step's structure, training.py)")
+    ops: int
+    charged_us: float
+    per_step_ms: float
+    share: float = Field(description="of the span of the scope's steps; the host time outside kernels is not in it")
+
+
 class OutsideSteps(_M):
     us: float = Field(description="time of the profile's timeline in no step (before, between, after the frames)")
     ops: int = Field(description="device ops that start outside every step")
@@ -169,6 +177,11 @@ class Breakdown(_M):
         "host frames), ops (the span of the ops a step id names)",
     )
     outside_steps: OutsideSteps = Field(default_factory=lambda: OutsideSteps(us=0.0, ops=0, empty_frames=0))
+    step_kind: str = Field(
+        default="inference",
+        description="training (backward kernels: no ms/token or tokens/s) | inference | host (no device kernels)",
+    )
+    training: list[TrainingPhase] = Field(default_factory=list, description="a training step's phases, else empty")
     categories_heuristic: str
     phases: list[PhaseBreakdown]
     by_op_type: list[Row]

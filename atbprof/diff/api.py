@@ -86,7 +86,7 @@ def diff(
     for p in (base, new):
         if not p.ops.num_rows and p.framework is not None and p.framework.num_rows:
             # a CPU-only trace: the top-level framework ops are the timeline to compare (as analyze does)
-            p = replace(p, ops=framework_timeline(p.framework))
+            p = replace(p, ops=framework_timeline(p.framework), meta={**p.meta, "host_timeline": True})
             notes.append(f"{p.source}: no device kernels; its top-level framework ops (host) are compared")
         sides.append(measure(p, patterns, steps_as))
     a, b = sides
@@ -147,7 +147,11 @@ def diff(
     numerics = numerics_change(
         report_of(base.meta, base.source) if a.ours else None, report_of(new.meta, new.source) if b.ours else None
     )
-    summary_line = _summary(a, b, head, rows)
+    if a.step_kind != "inference" or b.step_kind != "inference":
+        # a training step (or a CPU-only one) yields no tokens: no tokens/s
+        head = head.model_copy(update={"tokens_per_s": None})
+        notes.append(f"training / host steps (base: {a.step_kind}, new: {b.step_kind}): no tokens/s")
+    summary_line = _summary(a, b, head, rows, scope)
     if numerics is not None and numerics.worse_rules:
         summary_line += f"; numerics worse for {', '.join(numerics.worse_rules)}"
     report = DiffReport(
@@ -269,14 +273,16 @@ def _regression(head: Headline, limit: float | None) -> RegressionCheck | None:
     return RegressionCheck(limit_pct=limit, tested=tested, not_tested=not_tested, failed=failed)
 
 
-def _summary(a: Side, b: Side, head: Headline, rows: list[DiffRow]) -> str:
+def _summary(a: Side, b: Side, head: Headline, rows: list[DiffRow], scope: str) -> str:
     same = a.name == b.name and a.profile.source != b.profile.source
     parts = [f"{a.profile.source} -> {b.profile.source}" if same else f"{a.name} -> {b.name}"]
     f = head.decode_ms_per_token
     if f is not None:
-        sig = "significant" if f.significant else "not significant"
+        sig = "significant" if f.significant else ("untestable" if f.method == "untestable" else "not significant")
         pct = f"{f.delta_pct:+.1f} %" if f.delta_pct is not None else "n/a"
-        parts.append(f"decode {f.base:.2f} -> {f.new:.2f} ms/token ({pct}, {sig})")
+        what = "decode" if scope == "decode" else f"{a.step_kind} step"
+        unit = "ms/token" if scope == "decode" else "ms/step"
+        parts.append(f"{what} {f.base:.2f} -> {f.new:.2f} {unit} ({pct}, {sig})")
     fused = [r for r in rows if r.classification == "fused"]
     if fused:
         n = sum(r.instances_per_step for r in fused)

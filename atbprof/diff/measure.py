@@ -14,6 +14,7 @@ from atbprof.analyze.categories import CATEGORY_NAMES, ROLES_RULE, by_blocks, by
 from atbprof.analyze.charges import Charges, charge
 from atbprof.analyze.detect import detect_kernels
 from atbprof.analyze.patterns import PatternSet
+from atbprof.analyze.training import training_phases
 from atbprof.analyze.view import OpView, has_values, int_column
 from atbprof.importers.base import Profile
 
@@ -33,6 +34,7 @@ class Side:
     frame_tokens: np.ndarray  # tokens produced per frame (batch size in decode; 1 when the profile does not say)
     frame_category_ns: np.ndarray  # frames x categories: charged time, the frame's host overhead in `other`
     tokens_known: bool
+    step_kind: str = "inference"  # training (backward kernels) | host (framework ops only) | inference
 
     @property
     def name(self) -> str:
@@ -116,7 +118,10 @@ def measure(profile: Profile, patterns: PatternSet, steps_as: str = "host frames
         per_step = np.where(np.array(phases, dtype=object) == "prefill", batch, s_tok[at])
         tokens = np.where(ok, per_step, 1).astype(np.float64)
         known = bool(ok.all())
-    return Side(profile, view, ch, category, rule, phases, tokens, per, known)
+    kind = "host" if profile.meta.get("host_timeline") else "inference"
+    if not has_values(profile.ops, "role") and training_phases(view, patterns) is not None:
+        kind = "training"
+    return Side(profile, view, ch, category, rule, phases, tokens, per, known, kind)
 
 
 def _batch(profile: Profile) -> int:

@@ -133,6 +133,12 @@ def sections(report: AnalysisReport) -> list[Section]:
             ]
         )
     ph.lines.append(f"categories: {b.categories_heuristic}")
+    if b.training:
+        ph.lines.append(
+            "training steps ("
+            + ", ".join(f"{t.phase} {t.per_step_ms:.3f} ms ({_share(t.share)})" for t in b.training)
+            + " per step): no decode or tokens/s figures; backward kernels count for the block they differentiate"
+        )
     o = b.outside_steps
     if b.steps_from == "ProfilerStep":
         ph.lines.append(

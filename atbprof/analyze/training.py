@@ -1,0 +1,53 @@
+"""Training steps: each op's phase within its step - forward, backward or optimizer - from the step's kernels.
+
+A step with a backward kernel (patterns.yaml `training.backward`: *Grad, *Backward*, *Backprop*, *_bwd*...) is a
+training step. Its ops before the first backward kernel are the forward, from there to the first optimizer kernel
+after it (`training.optimizer`: ApplyAdamW, FusedAdam, multi_tensor_apply...) the backward, and the optimizer from
+there on, by start time across streams. A pipeline schedule that interleaves forward and backward microbatches
+(1F1B) puts the forwards after the first backward into the backward phase: the phases are the step's structure as
+GPipe-like schedules (and the Qwen3 sample's rank 0) run it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+import numpy as np
+
+from atbprof.analyze.patterns import PatternSet
+from atbprof.analyze.view import OpView
+
+TRAINING_PHASES = ("forward", "backward", "optimizer")
+
+
+def _matches(names: list[str], globs: tuple[str, ...]) -> np.ndarray:
+    return np.array([any(fnmatch.fnmatchcase(n, g) for g in globs) for n in names] + [False], dtype=bool)
+
+
+def kernel_kinds(view: OpView, patterns: PatternSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(backward, optimizer, norm-gradient) kernels, view order."""
+    t = patterns.training
+    codes = view.type_codes
+    names = view.type_names
+    return (
+        _matches(names, t.backward)[codes],
+        _matches(names, t.optimizer)[codes],
+        _matches(names, t.norm_backward)[codes],
+    )
+
+
+def training_phases(view: OpView, patterns: PatternSet) -> np.ndarray | None:
+    """Code into TRAINING_PHASES of every op (view order), or None when no step has a backward kernel."""
+    backward, optimizer, _ = kernel_kinds(view, patterns)
+    if not backward.any():
+        return None
+    steps, step_of = np.unique(view.step, return_inverse=True)
+    inf = np.iinfo(np.int64).max
+    first_bwd = np.full(len(steps), inf)
+    np.minimum.at(first_bwd, step_of[backward], view.start[backward])
+    after = optimizer & (view.start >= first_bwd[step_of])
+    first_opt = np.full(len(steps), inf)
+    np.minimum.at(first_opt, step_of[after], view.start[after])
+    start = view.start
+    phase = np.where(start < first_bwd[step_of], 0, np.where(start < first_opt[step_of], 1, 2))
+    return phase.astype(np.int64)
