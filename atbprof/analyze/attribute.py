@@ -20,6 +20,7 @@ from atbprof.analyze.report import Breakdown, Idle, NormCost, OutsideSteps, Phas
 from atbprof.analyze.training import TRAINING_PHASES, training_phases
 from atbprof.analyze.view import OpView, has_values
 
+NO_DEVICE_OP = "(no device op: host lead-in, sync, gaps)"
 _RATIO_COMPUTE = ("mac_ratio", "vec_ratio", "scalar_ratio")
 _RATIO_MEMORY = ("mte1_ratio", "mte2_ratio", "mte3_ratio", "fixpipe_ratio")
 
@@ -130,7 +131,7 @@ def attribute(
         category, heuristic = by_roles(view), ROLES_RULE
     else:
         category, heuristic = by_blocks(view, patterns, findings)
-    ch = charge(view, steps, frames)
+    ch = charge(view, steps, frames, launch_latency_ns)
     order, gap, prev_end, charged = ch.order, ch.gap, ch.prev_end, ch.charged
 
     def tl(a: np.ndarray) -> np.ndarray:
@@ -203,6 +204,13 @@ def attribute(
         by_layer = _Sums(op_phase, n_phase, layer + 2, k, charged, dur).rows(sc, names, s_span, s_steps, top)
     bcodes, bnames = _bounds(view)
     by_bound = _Sums(op_phase, n_phase, tl(bcodes), len(bnames), charged, dur).rows(sc, bnames, s_span, s_steps)
+    # the step time no kernel is charged (host lead-in, sync, unexplained idle) is a row of each table, so every
+    # table adds up to the span, as the category rows do (it is in their `other`)
+    unowned = float(frame_over[sc]) if n else 0.0
+    if unowned > 0:
+        idle_row = _row(NO_DEVICE_OP, 0, 0.0, unowned, s_span, s_steps)
+        by_type, by_bound = [*by_type, idle_row], [*by_bound, idle_row]
+        by_layer = [*by_layer, idle_row] if by_layer else by_layer
     # idle: waiting for a launch (the op's launch had not reached the device when the device became free) vs other
     in_gap = (op_phase == sc) & (gap > 0)
     if has_launch:

@@ -2,8 +2,12 @@
 
 Each op is charged the idle gap before it (the device waited for it - charged to the op waited for) plus the part
 of its duration no earlier op on any stream already covered, so within a step the charges add up to first-start ..
-last-end. A step's wall is that device span, or for runs of ours the host frame (host start .. token synced) when
-longer; the difference is the step's `overhead` (host lead-in and token sync).
+last-end. Where the profile records host launches, an op is charged only the part of the gap its own launch
+explains: the device waited for its launch call (plus the launch latency), for at most that call's cost; the rest
+of the gap - the host reaching the call late (a dataloader, a sync, Python between steps) - is idle time no kernel
+is blamed for, and goes to the step's `other`.
+A step's wall is that device span, or for runs of ours the host frame (host start .. token synced) when longer;
+the difference is the step's `overhead` (host lead-in, token sync, unexplained idle).
 
 A profile with ProfilerStep frames (torch / torch_npu) is cut by those frames instead, so its steps partition its
 timeline: a step is its host frame, and holds the ops that start inside it, whichever step launched them (a GPU that
@@ -61,6 +65,26 @@ class Charges:
         return np.repeat(np.arange(len(self.frame_starts)), np.diff(np.append(self.frame_starts, n)))
 
 
+def _launch_end(view: OpView, latency_ns: int) -> np.ndarray | None:
+    """(2, n): when each op's host launch (+ latency) let it start, and the launch call's own cost (+ latency),
+    view order; -1 where unknown; None without launch records."""
+    start, dur = view.ints("host_launch_start_ns"), view.ints("host_launch_dur_ns")
+    known = (start >= 0) & (dur >= 0)
+    if not known.any():
+        return None
+    return np.stack([np.where(known, start + dur + latency_ns, -1), np.where(known, dur + latency_ns, -1)])
+
+
+def blamed_gap(gap: np.ndarray, prev_end: np.ndarray, launch: np.ndarray | None) -> np.ndarray:
+    """The part of each op's preceding idle gap its own dispatch explains: the device waited for the launch call
+    (it ended after the device became free), for at most that call's cost; the host reaching the call late (a
+    dataloader, Python, a sync) is not the kernel's. All of the gap where no launch is recorded."""
+    if launch is None:
+        return gap
+    end, cost = launch
+    return np.where(end >= 0, np.clip(np.minimum(end - prev_end, cost), 0, gap), gap)
+
+
 def _timeline(view: OpView) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray]:
     one_stream = not len(view) or int(view.stream.max()) == int(view.stream.min())
     order = None if one_stream else np.lexsort((view.op_index, view.start, view.step))
@@ -76,19 +100,31 @@ def _timeline(view: OpView) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, 
     return order, gap, prev_end, charged
 
 
-def charge(view: OpView, steps: pa.Table | None, frames: pa.Table | None = None) -> Charges:
-    """Charges of the ops of `view`; `steps` (STEPS_SCHEMA, runs of ours) frames each step with its host lead-in
-    and sync and names its phase. Without it, `frames` (STEP_FRAMES_SCHEMA) of kind ProfilerStep - the host's
-    iteration range in torch / torch_npu profiles - give the wall of their steps the same way."""
+def charge(
+    view: OpView,
+    steps: pa.Table | None,
+    frames: pa.Table | None = None,
+    launch_latency_ns: int = 0,
+    use_launches: bool = True,
+) -> Charges:
+    """Charges of the ops of `view`; `use_launches=False` charges every gap to the op after it, as for a profile
+    without launch records (a diff compares like with like). `steps` (STEPS_SCHEMA, runs of ours) frames each step
+    with its host lead-in and sync and names its phase. Without it, `frames` (STEP_FRAMES_SCHEMA) of kind
+    ProfilerStep - the host's iteration range in torch / torch_npu profiles - cut the timeline into steps."""
     n = len(view)
     if steps is None and frames is not None:
         host = frames.filter(pc.equal(frames.column("frame"), "ProfilerStep"))
         if host.num_rows:
-            return _partition(view, host)
+            return _partition(view, host, launch_latency_ns if use_launches else None)
     order, gap, prev_end, charged_i = _timeline(view)
 
     def tl(a: np.ndarray) -> np.ndarray:
         return a if order is None else a[order]
+
+    launch = _launch_end(view, launch_latency_ns) if use_launches else None
+    blamed = blamed_gap(gap, prev_end, launch[:, order] if launch is not None and order is not None else launch)
+    charged_i = charged_i - (gap - blamed)
+    gap = blamed
 
     step, start, end = tl(view.step), tl(view.start), tl(view.end)
     frame_first = np.ones(n, dtype=bool)
@@ -144,7 +180,7 @@ def _windows(frames: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return step, start, end
 
 
-def _partition(view: OpView, frames: pa.Table) -> Charges:
+def _partition(view: OpView, frames: pa.Table, launch_latency_ns: int | None = 0) -> Charges:
     """Charges of a profile cut by its ProfilerStep frames (see the module docstring)."""
     w_step, w_start, w_end = _windows(frames)
     order_all = np.lexsort((view.op_index, view.start))
@@ -164,6 +200,10 @@ def _partition(view: OpView, frames: pa.Table) -> Charges:
     first_in_frame[1:] = w[1:] != w[:-1]
     lo = np.maximum(np.where(first_in_frame, np.maximum(prev_all, start), prev_all), ws)
     hi = np.minimum(np.maximum(end, prev_all), we)
+    launch = _launch_end(view, launch_latency_ns) if launch_latency_ns is not None else None
+    gap_all = np.maximum(np.minimum(start, hi) - lo, 0)
+    unblamed = gap_all - blamed_gap(gap_all, lo, launch[:, order_all] if launch is not None else None)
+    lo = lo + unblamed  # the unexplained idle is nobody's charge: the frame's `other`
     keep = np.flatnonzero(inside)
     op_w = w[keep]
     frame_starts = np.flatnonzero(np.append(True, op_w[1:] != op_w[:-1])) if len(keep) else np.zeros(0, np.int64)
@@ -187,7 +227,7 @@ def _partition(view: OpView, frames: pa.Table) -> Charges:
     return Charges(
         order=order,
         step=w_step[op_w],
-        gap=np.maximum(np.minimum(start, hi) - lo, 0)[keep],
+        gap=(gap_all - unblamed)[keep],
         prev_end=prev_all[keep],
         charged=charged,
         dur=(end - start)[keep].astype(np.float64),

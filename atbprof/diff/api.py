@@ -9,12 +9,20 @@ from pathlib import Path
 import numpy as np
 
 from atbprof.analyze.api import framework_timeline
+from atbprof.analyze.attribute import NO_DEVICE_OP
 from atbprof.analyze.patterns import load_patterns
 from atbprof.diff.align import match_aligned
 from atbprof.diff.graphs import match_runs
 from atbprof.diff.groups import Matching
 from atbprof.diff.headline import categories, headline
-from atbprof.diff.measure import Side, common_step_definition, measure, step_frames_of
+from atbprof.diff.measure import (
+    Side,
+    common_step_definition,
+    has_launches,
+    launch_latency_ns,
+    measure,
+    step_frames_of,
+)
 from atbprof.diff.numerics import numerics_change, report_of
 from atbprof.diff.report import By, DiffReport, DiffRow, DiffSide, Headline, RegressionCheck
 from atbprof.diff.report import Matching as MatchingSummary
@@ -83,12 +91,14 @@ def diff(
     notes: list[str] = [f"{p.source}: {w}" for p in (base, new) for w in import_warnings(p)]
     sides = []
     steps_as = common_step_definition(base, new)
+    # idle gaps are blamed on launches only when both inputs record them, at one latency (a run's host model)
+    launches = (has_launches(base) and has_launches(new), max(launch_latency_ns(base), launch_latency_ns(new)))
     for p in (base, new):
         if not p.ops.num_rows and p.framework is not None and p.framework.num_rows:
             # a CPU-only trace: the top-level framework ops are the timeline to compare (as analyze does)
             p = replace(p, ops=framework_timeline(p.framework), meta={**p.meta, "host_timeline": True})
             notes.append(f"{p.source}: no device kernels; its top-level framework ops (host) are compared")
-        sides.append(measure(p, patterns, steps_as))
+        sides.append(measure(p, patterns, steps_as, launches))
     a, b = sides
     for s in (a, b):
         if not len(s.frame_phase):
@@ -162,7 +172,7 @@ def diff(
         headline=head,
         categories=cats,
         by=by,
-        rows=rows[: max(top, 1)],
+        rows=_top_rows(rows, top),
         matching=matching,
         threshold_pct=threshold_pct,
         assumptions=assumptions,
@@ -231,6 +241,10 @@ def _matching_summary(
     fb[m.pairs[:, 0]] = True
     fn[m.pairs[:, 1]] = True
     in_b, in_n = fb[a.charges.frame_of_op], fn[b.charges.frame_of_op]
+    # an op matches when its group has a counterpart on the other side: a removed (added) group's ops are unmatched
+    one_sided = np.array([g.structure in ("removed", "added") for g in m.groups] + [True], dtype=bool)
+    matched_b = ~one_sided[np.where(m.base_group >= 0, m.base_group, len(m.groups))]
+    matched_n = ~one_sided[np.where(m.new_group >= 0, m.new_group, len(m.groups))]
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.classification] = counts.get(r.classification, 0) + 1
@@ -239,10 +253,10 @@ def _matching_summary(
         pairs=len(m.pairs),
         scope=scope,
         scope_pairs=len(scope_pairs),
-        base_matched_ops=int((in_b & (m.base_group >= 0)).sum()),
-        new_matched_ops=int((in_n & (m.new_group >= 0)).sum()),
-        base_unmatched_ops=int((in_b & (m.base_group < 0)).sum()),
-        new_unmatched_ops=int((in_n & (m.new_group < 0)).sum()),
+        base_matched_ops=int((in_b & matched_b).sum()),
+        new_matched_ops=int((in_n & matched_n).sum()),
+        base_unmatched_ops=int((in_b & ~matched_b).sum()),
+        new_unmatched_ops=int((in_n & ~matched_n).sum()),
         base_unpaired_steps=int((~fb).sum()),
         base_outside_steps_ops=a.charges.outside_ops,
         new_outside_steps_ops=b.charges.outside_ops,
@@ -256,6 +270,12 @@ def _aligned_share(m: Matching) -> float:
     same = np.array([g.structure == "same" for g in m.groups] + [False])
     ops = m.base_group[m.base_group >= 0]
     return float(same[ops].mean()) if len(ops) else 0.0
+
+
+def _top_rows(rows: list[DiffRow], top: int) -> list[DiffRow]:
+    """The first `top` rows, and always the row of the step time no kernel owns (the rows add up to the step)."""
+    owned = [r for r in rows if r.name != NO_DEVICE_OP]
+    return owned[: max(top, 1)] + [r for r in rows if r.name == NO_DEVICE_OP]
 
 
 def _regression(head: Headline, limit: float | None) -> RegressionCheck | None:

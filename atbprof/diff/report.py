@@ -104,7 +104,10 @@ class Matching(_M):
     scope_pairs: int
     base_matched_ops: int
     new_matched_ops: int
-    base_unmatched_ops: int = Field(description="ops of compared steps in no group (0 for the graph matcher)")
+    base_unmatched_ops: int = Field(
+        description="ops of compared steps with no counterpart on the other side: in no group, or in a removed "
+        "(new: added) group"
+    )
     new_unmatched_ops: int
     base_unpaired_steps: int
     new_unpaired_steps: int

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from atbprof.analyze.attribute import NO_DEVICE_OP
 from atbprof.diff.groups import GroupInfo, Matching
 from atbprof.diff.measure import Side
 from atbprof.diff.report import By, DiffRow
@@ -148,4 +149,36 @@ def diff_rows(base: Side, new: Side, m: Matching, scope_pairs: np.ndarray, by: B
         )
     order = {"fused": 0, "split": 1, "removed": 2, "added": 3, "slower": 4, "faster": 5, "unchanged": 6}
     rows.sort(key=lambda row: (order[row.classification], -abs(row.delta_us), row.name))
-    return rows
+    unowned = _unowned_row(base, new, scope_pairs, threshold, exact)
+    return [*rows, unowned] if unowned is not None else rows
+
+
+def _unowned_row(base: Side, new: Side, pairs: np.ndarray, threshold: float, exact: bool) -> DiffRow | None:
+    """The step time no kernel is charged (host lead-in, sync, idle a launch does not explain) as a row, so the
+    rows add up to the headline's step delta."""
+    ob, on = base.charges.overhead[pairs[:, 0]] / 1e3, new.charges.overhead[pairs[:, 1]] / 1e3
+    if not (ob.any() or on.any()):
+        return None
+    c = compare(ob, on, paired=True, threshold_pct=threshold, exact=exact)
+    klass = ("faster" if c.delta < 0 else "slower") if c.significant else "unchanged"
+    return DiffRow(
+        name=NO_DEVICE_OP,
+        classification=klass,  # type: ignore[arg-type]
+        base_types=[],
+        new_types=[],
+        rule="",
+        instances_per_step=0.0,
+        base_ops_per_step=0.0,
+        new_ops_per_step=0.0,
+        base_us=round(c.base, 3),
+        new_us=round(c.new, 3),
+        delta_us=round(c.delta, 3),
+        delta_pct=None if c.delta_pct is None else round(c.delta_pct, 2),
+        ci_low_us=None if c.ci_low is None else round(c.ci_low, 3),
+        ci_high_us=None if c.ci_high is None else round(c.ci_high, 3),
+        significant=c.significant,
+        base_kernel_us=0.0,
+        new_kernel_us=0.0,
+        wait_delta_us=round(c.delta, 3),
+        per_instance_delta_us=None,
+    )

@@ -39,11 +39,14 @@ def test_hta_pair_finds_what_hta_tracediff_finds(hta_pair: tuple[Profile, Profil
     assert head is not None and head.method == "paired-t" and head.base_steps.n == head.new_steps.n == 6
     assert head.ci_low is not None and head.ci_low > 0 and head.significant  # test is slower in every step
     m = report.matching
-    assert m.method == "alignment" and m.pairs == 6 and m.base_unmatched_ops == m.new_unmatched_ops == 0
+    assert m.method == "alignment" and m.pairs == 6
     # the kernels the GPU runs after the last ProfilerStep frame ended are in no step (11 and 33 of them)
     assert (m.base_outside_steps_ops, m.new_outside_steps_ops) == (11, 33)
-    assert m.base_matched_ops + m.base_outside_steps_ops == control.ops.num_rows
-    assert m.new_matched_ops + m.new_outside_steps_ops == test.ops.num_rows
+    # the ops of removed (added) rows have no counterpart: unmatched, next to those rows
+    removed = sum(round(r.base_ops_per_step * m.pairs) for r in report.rows if r.classification == "removed")
+    assert m.base_unmatched_ops >= removed > 0
+    assert m.base_matched_ops + m.base_unmatched_ops + m.base_outside_steps_ops == control.ops.num_rows
+    assert m.new_matched_ops + m.new_unmatched_ops + m.new_outside_steps_ops == test.ops.num_rows
 
 
 def _types(p: Profile) -> dict[str, str]:

@@ -3,17 +3,20 @@ step, and what --fail-if-slower says it could and could not test."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from atbprof.analyze.attribute import NO_DEVICE_OP
 from atbprof.cli import app
 from atbprof.diff.api import diff
 from atbprof.diff.stats import compare
 from atbprof.importers import load_profile
-from tests.importers.conftest import ASCEND, LEVEL1, shared
+from tests.importers.conftest import ASCEND, LEVEL1, TRACES, shared
 
 RANK1 = ASCEND / "msinsight_imagenet_cnn_level1_rank1"
 runner = CliRunner()
@@ -85,3 +88,49 @@ def test_two_forms_of_one_capture_show_no_change(table, other) -> None:  # type:
     assert report.steps_compared_as == "ops" and head is not None and abs(head.delta) < 1e-3
     assert {r.classification for r in report.rows} == {"unchanged"} and not report.regression
     assert any("span of their kernels" in n and "no host step frames" in n for n in report.notes)
+
+
+def test_rows_add_up_to_the_headline_delta(diff_runs) -> None:  # type: ignore[no-untyped-def]
+    """Every charged microsecond of a step is in one row - the kernels' rows and the step time no kernel owns - so
+    the rows' deltas add up to the headline's (issue 13 item 7: a 4 us kernel once showed -58,457 us/step)."""
+    cases = [
+        (diff_runs("seed000-baseline.yaml", "workload.decode_tokens=4"),
+         diff_runs("seed000-lnfused.yaml", "workload.decode_tokens=4")),
+        (load_profile(shared(TRACES / "hta_trace_diff_control.json.gz")),
+         load_profile(shared(TRACES / "hta_trace_diff_test.json.gz"))),
+    ]  # fmt: skip
+    for base, new in cases:
+        report = diff(base, new, top=100_000).report
+        head = report.headline.decode_ms_per_token
+        assert head is not None
+        total_us = sum(r.delta_us for r in report.rows)
+        assert total_us == pytest.approx(head.delta * 1e3, abs=0.01 * len(report.rows) + 1.0)
+
+
+def test_a_long_idle_gap_is_not_charged_to_the_kernel_after_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A 100 ms dataloader gap before a 4 us kernel, launched right before it ran, in one of two otherwise equal
+    profiles: the kernel is charged its launch call (1 us), not the host's late arrival at it, so its row does not
+    move while the headline does not (it showed -58,457 us/step against a zero headline)."""
+    import orjson
+
+    def trace(gap_us: float) -> Path:
+        events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1,
+                   "ts": i * 200_000.0, "dur": 200_000.0} for i in range(1, 4)]  # fmt: skip
+        for i in range(1, 4):
+            t0 = i * 200_000.0
+            for j, (name, at) in enumerate([("gemm_kernel", 10.0), ("tiny_kernel", 10.0 + 50.0 + gap_us)]):
+                c = i * 10 + j
+                events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                               "ts": t0 + at - 2.0, "dur": 1.0, "args": {"correlation": c}})  # fmt: skip
+                events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": t0 + at,
+                               "dur": 50.0 if j == 0 else 4.0, "args": {"correlation": c, "stream": 7}})  # fmt: skip
+        path = tmp_path / f"gap{int(gap_us)}.json"
+        path.write_bytes(orjson.dumps({"schemaVersion": 1, "traceEvents": events}))
+        return path
+
+    report = diff(load_profile(trace(100.0)), load_profile(trace(100_000.0)), top=100).report
+    rows = {r.name: r for r in report.rows}
+    head = report.headline.decode_ms_per_token
+    assert head is not None and head.delta == 0.0
+    assert rows["tiny_kernel"].base_us == rows["tiny_kernel"].new_us == 5.0  # 4 us + its 1 us launch call
+    assert rows[NO_DEVICE_OP].delta_us == 0.0 and sum(r.delta_us for r in report.rows) == 0.0
