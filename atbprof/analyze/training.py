@@ -38,6 +38,8 @@ def kernel_kinds(view: OpView, patterns: PatternSet) -> tuple[np.ndarray, np.nda
 
 def training_phases(view: OpView, patterns: PatternSet) -> np.ndarray | None:
     """Code into TRAINING_PHASES of every op (view order), or None when no step has a backward kernel."""
+    if not _matches(view.type_names, patterns.training.backward).any():  # per op type, before any per-op work
+        return None
     backward, optimizer, _ = kernel_kinds(view, patterns)
     if not backward.any():
         return None
