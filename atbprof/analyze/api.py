@@ -223,6 +223,21 @@ def framework_timeline(framework: pa.Table) -> pa.Table:
     return table.sort_by("task_start_ns")
 
 
+def _not_estimated(why: str, span_us: float) -> WhatIf:
+    return WhatIf(
+        method="none",
+        device=None,
+        assumption=why,
+        span_us=span_us,
+        total_saving_us=0.0,
+        span_after_us=span_us,
+        saving_share=0.0,
+        decode_ms_per_token_before=None,
+        decode_ms_per_token_after=None,
+        steps=[],
+    )
+
+
 def _not_ascend(profile: Profile) -> str | None:
     """What a Kineto trace with device kernels ran on when it is not an Ascend NPU (its deviceProperties), else
     None. A CPU-only trace keeps the estimate of its framework-level findings (host time of the aten calls)."""
@@ -273,35 +288,16 @@ def analyze(
     cfg = run_config(meta) if ours else None
     summary = meta.get("summary")
     if not whatif:
-        wi = WhatIf(
-            method="none",
-            device=None,
-            assumption="what-if not requested",
-            span_us=breakdown.span_us,
-            total_saving_us=0.0,
-            span_after_us=breakdown.span_us,
-            saving_share=0.0,
-            decode_ms_per_token_before=None,
-            decode_ms_per_token_after=None,
-            steps=[],
-        )
+        wi = _not_estimated("what-if not requested", breakdown.span_us)
     elif cfg is not None and isinstance(summary, dict):
         found, wi = whatif_resimulated(found, cfg, summary, breakdown.span_us)
     elif (ran_on := _not_ascend(profile)) is not None:
         # the device model is Ascend's: pricing a GPU / MTIA / CPU trace's fused kernels with it would be a guess
-        wi = WhatIf(
-            method="none",
-            device=None,
-            assumption=f"the trace ran on {ran_on}: atbprof's device model is of Ascend NPUs, so no saving is "
-            "estimated (the findings say what is unfused and what would fuse it)",
-            span_us=breakdown.span_us,
-            total_saving_us=0.0,
-            span_after_us=breakdown.span_us,
-            saving_share=0.0,
-            decode_ms_per_token_before=None,
-            decode_ms_per_token_after=None,
-            steps=[],
+        why = (
+            f"the trace ran on {ran_on}: atbprof's device model is of Ascend NPUs, so no saving is estimated (the "
+            "findings say what is unfused and what would fuse it)"
         )
+        wi = _not_estimated(why, breakdown.span_us)
     else:
         device, why = device_for(meta)
         if ours:

@@ -19,7 +19,8 @@ from atbprof.analyze.training import kernel_kinds, training_phases
 from atbprof.analyze.view import OpView
 from atbprof.sim.categories import CATEGORIES
 
-CATEGORY_NAMES = ("attention", "ffn", "other", "communication")
+CATEGORY_NAMES = ("attention", "ffn", "other", "communication", "memory")
+"""memory: device copies and fills a profile records as their own tasks (Kineto gpu_memcpy / gpu_memset)."""
 ROLES_RULE = (
     "roles from the run: attn.* is Attention (with attn.norm and the residual Add after attention), ffn.* is FFN "
     "(with ffn.norm and its residual Add), head.* (embedding, final norm, LM head, sampling) plus each step's host "
@@ -30,7 +31,7 @@ HEURISTIC = (
     "width ({hidden}; q/k norms inside attention do not start one) and keeps the residual Add before the next norm; "
     "a block with an attention kernel (FlashAttention, softmax, BatchMatMul, RoPE, KV-cache write) is Attention, a "
     "block with MatMuls right after an Attention block is FFN, everything else (embedding, LM head, optimizer) is "
-    "other; communication kernels are their own row"
+    "other; communication kernels are their own row, as are device copies and fills (memory)"
 )
 TRAINING_HEURISTIC = (
     "; in a training step's backward phase a block ends at its norm's gradient (the reverse of the forward order) "
@@ -72,6 +73,7 @@ def by_blocks(view: OpView, patterns: PatternSet, findings: pa.Table) -> tuple[n
     attention = cat_of_op == "attention"
     matmul = cat_of_op == "matmul"
     comm = cat_of_op == "communication"
+    memory = cat_of_op == "memory"
     lut = np.append(patterns.kernel.lookup(view.type_names), np.uint8(0))
     anchor = np.isin(lut[view.type_codes], np.array(sorted(norm_symbols(patterns)), dtype=np.uint8))
     kernel_rows = findings.filter(pc.equal(findings.column("level"), "kernel"))
@@ -111,6 +113,7 @@ def by_blocks(view: OpView, patterns: PatternSet, findings: pa.Table) -> tuple[n
         codes = _backward_blocks(view, patterns, training, phase_start, attention, matmul, codes)
         heuristic += TRAINING_HEURISTIC
     codes[comm] = CATEGORY_NAMES.index("communication")
+    codes[memory] = CATEGORY_NAMES.index("memory")
     return codes, heuristic
 
 

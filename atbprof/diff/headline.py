@@ -85,7 +85,7 @@ def categories(base: Side, new: Side, scope_pairs: np.ndarray, threshold: float)
     columns = [(name, b[:, i], n[:, i]) for i, name in enumerate(CATEGORY_NAMES)]
     columns.append(("per-token total", b.sum(axis=1), n.sum(axis=1)))
     for name, cb, cn in columns:
-        if name == "communication" and not (cb.any() or cn.any()):
+        if name in ("communication", "memory") and not (cb.any() or cn.any()):
             continue
         c = compare(cb, cn, paired=True, threshold_pct=threshold, exact=base.exact and new.exact)
         rows.append(

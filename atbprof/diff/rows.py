@@ -4,6 +4,7 @@ removed, fused, split, faster, slower or unchanged (HTA's vocabulary plus fused/
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -134,13 +135,7 @@ def diff_rows(base: Side, new: Side, m: Matching, scope_pairs: np.ndarray, by: B
                 instances_per_step=round(inst, 3),
                 base_ops_per_step=round(float(series["nb"][:, r].mean()), 3),
                 new_ops_per_step=round(float(series["nn"][:, r].mean()), 3),
-                base_us=round(c.base, 3),
-                new_us=round(c.new, 3),
-                delta_us=round(c.delta, 3),
-                delta_pct=None if c.delta_pct is None else round(c.delta_pct, 2),
-                ci_low_us=None if c.ci_low is None else round(c.ci_low, 3),
-                ci_high_us=None if c.ci_high is None else round(c.ci_high, 3),
-                significant=c.significant,
+                **_figures(c),
                 base_kernel_us=round(kb_us, 3),
                 new_kernel_us=round(kn_us, 3),
                 wait_delta_us=round(c.delta - (kn_us - kb_us), 3),
@@ -151,6 +146,19 @@ def diff_rows(base: Side, new: Side, m: Matching, scope_pairs: np.ndarray, by: B
     rows.sort(key=lambda row: (order[row.classification], -abs(row.delta_us), row.name))
     unowned = _unowned_row(base, new, scope_pairs, threshold, exact)
     return [*rows, unowned] if unowned is not None else rows
+
+
+def _figures(c: Comparison) -> dict[str, Any]:
+    """A comparison's per-step figures as DiffRow fields (µs)."""
+    return {
+        "base_us": round(c.base, 3),
+        "new_us": round(c.new, 3),
+        "delta_us": round(c.delta, 3),
+        "delta_pct": None if c.delta_pct is None else round(c.delta_pct, 2),
+        "ci_low_us": None if c.ci_low is None else round(c.ci_low, 3),
+        "ci_high_us": None if c.ci_high is None else round(c.ci_high, 3),
+        "significant": c.significant,
+    }
 
 
 def _unowned_row(base: Side, new: Side, pairs: np.ndarray, threshold: float, exact: bool) -> DiffRow | None:
@@ -170,13 +178,7 @@ def _unowned_row(base: Side, new: Side, pairs: np.ndarray, threshold: float, exa
         instances_per_step=0.0,
         base_ops_per_step=0.0,
         new_ops_per_step=0.0,
-        base_us=round(c.base, 3),
-        new_us=round(c.new, 3),
-        delta_us=round(c.delta, 3),
-        delta_pct=None if c.delta_pct is None else round(c.delta_pct, 2),
-        ci_low_us=None if c.ci_low is None else round(c.ci_low, 3),
-        ci_high_us=None if c.ci_high is None else round(c.ci_high, 3),
-        significant=c.significant,
+        **_figures(c),
         base_kernel_us=0.0,
         new_kernel_us=0.0,
         wait_delta_us=round(c.delta, 3),

@@ -5,7 +5,9 @@
   cpu_op (old schema: Operator)            framework ops -> framework table (Input Dims -> input_shapes)
   user_annotation / cpu_op ProfilerStep#N  step frames; a kernel's step is the one its launch falls in
   cuda_runtime / cuda_driver (Runtime)     the launch of a kernel, matched by args.correlation -> host_launch_*
-gpu_memcpy / gpu_memset and other device categories are not kernels and stay out of the op table. A CPU-only trace
+  gpu_memcpy / gpu_memset (Memcpy/Memset)  device copies and fills -> op rows too, task_type MEMCPY / MEMSET, op type
+                                           Memcpy HtoD, Memcpy DtoH, Memcpy DtoD, Memset (their own row, not idle)
+Other device categories (gpu_user_annotation, ...) stay out of the op table. A CPU-only trace
 has an empty op table and a full framework table. Times: `ts` is µs since `baseTimeNanoseconds` when the trace has
 one (new schema), else epoch µs; `ts` digits are kept exactly (see trace_events.py).
 """
@@ -17,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from atbprof.importers.ascend_json import PROFILER_STEP
 from atbprof.importers.assemble import RawFramework, RawOps, RawSteps
@@ -24,6 +27,7 @@ from atbprof.importers.optypes import derive_types, gpu_op_type
 from atbprof.importers.trace_events import TraceEvents, int_arg
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
+MEMORY_CATS = {"gpu_memcpy": "MEMCPY", "Memcpy": "MEMCPY", "gpu_memset": "MEMSET", "Memset": "MEMSET"}
 CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
 STEP_CATS = frozenset({"user_annotation", "cpu_op", "Operator"})  # not gpu_user_annotation: the device copy
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
@@ -43,7 +47,7 @@ def read_kineto(
         raise trace.fail(i, "'ts' is too large to be µs since baseTimeNanoseconds")
     ts = trace.ts_ns + base_ns
     complete = trace.where("ph", ("X",))
-    kernels = np.flatnonzero(complete & trace.where("cat", KERNEL_CATS)).tolist()
+    kernels = np.flatnonzero(complete & trace.where("cat", KERNEL_CATS | set(MEMORY_CATS))).tolist()
     launches = np.flatnonzero(complete & trace.where("cat", LAUNCH_CATS)).tolist()
     is_step = complete & trace.where("cat", STEP_CATS)
     is_step &= trace.where_prefix("name", "ProfilerStep#")
@@ -126,6 +130,8 @@ def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launc
     if not kernels:
         return RawOps.empty()
     names = trace.texts("name", kernels)
+    cats = trace.texts("cat", kernels)
+    memory = pc.is_in(cats, pa.array(sorted(MEMORY_CATS)))
     launch = launches.of(trace.nonneg_int_args("correlation", kernels))
     found = launch >= 0
     none = np.zeros(len(kernels), np.int64)
@@ -134,8 +140,13 @@ def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launc
     start = ts[kernels]
     cols: dict[str, pa.Array] = {
         "op_name": names,
-        "op_type": derive_types(names, gpu_op_type),
-        "task_type": pa.array(["GPU"] * len(kernels), pa.string()),
+        # a copy is named by its direction ("Memcpy HtoD (Pinned -> Device)" -> Memcpy HtoD), a fill is a Memset
+        "op_type": pc.if_else(
+            memory,
+            pc.utf8_trim_whitespace(pc.replace_substring_regex(names, r"\s*\(.*$", "")),
+            derive_types(names, gpu_op_type),
+        ),
+        "task_type": pc.if_else(memory, pc.if_else(pc.match_substring(cats, "set"), "MEMSET", "MEMCPY"), "GPU"),
         "stream_id": _streams(trace, kernels),
         "task_start_ns": pa.array(start, pa.int64()),
         "task_dur_ns": pa.array(trace.dur_ns[kernels], pa.int64()),

@@ -102,20 +102,13 @@ def sections(report: AnalysisReport) -> list[Section]:
     if not report.findings:
         fnd.lines.append("no norms found (neither unfused nor fused)")
     out.append(fnd)
+    shown = ["attention", "ffn", "other", "communication"]
+    if any(r.name == "memory" for p in b.phases for r in p.categories):
+        shown.append("memory")  # device copies and fills of a Kineto trace
     ph = Section(
         "phases (measured span; TTFT = prefill per step)",
-        [
-            "phase",
-            "steps",
-            "ms/step",
-            "attention",
-            "ffn",
-            "other",
-            "communication",
-            "norm-related",
-            "norm kernel / launch",
-        ],
-        numeric=set(range(1, 9)),
+        ["phase", "steps", "ms/step", *shown, "norm-related", "norm kernel / launch"],
+        numeric=set(range(1, len(shown) + 5)),
     )
     for p in b.phases:
         cats = {r.name: r for r in p.categories}
@@ -124,10 +117,7 @@ def sections(report: AnalysisReport) -> list[Section]:
                 p.phase,
                 str(p.steps),
                 f"{p.per_step_ms:.3f}",
-                *[
-                    f"{cats[c].per_step_ms:.3f} ({_share(cats[c].share)})" if c in cats else "-"
-                    for c in ("attention", "ffn", "other", "communication")
-                ],
+                *[f"{cats[c].per_step_ms:.3f} ({_share(cats[c].share)})" if c in cats else "-" for c in shown],
                 f"{p.norm.per_step_ms:.3f} ({_share(p.norm.span_share)})",
                 f"{_share(p.norm.kernel_share)} / {_share(p.norm.launch_share)}",
             ]

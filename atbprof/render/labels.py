@@ -5,5 +5,6 @@ CATEGORY_LABELS = {
     "ffn": "FFN (with its norm)",
     "other": "other (embedding, LM head, sampling, host loop)",
     "communication": "communication",
+    "memory": "memory (device copies and fills)",
 }
 """Seed 000's rows; `other` is everything outside the decoder layers' attention and FFN blocks."""

@@ -23,10 +23,12 @@ def _events(path: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("name", HTA)
 def test_counts_match_an_independent_read(name: str) -> None:
-    """Kernel rows = X events of cat kernel/Kernel; framework rows = cpu_op/Operator X events but ProfilerStep#N."""
+    """Op rows = X events of cat kernel/Kernel and the device copies and fills (gpu_memcpy / gpu_memset, old schema
+    Memcpy / Memset); framework rows = cpu_op/Operator X events but ProfilerStep#N."""
     path = shared(TRACES / name)
     events = _events(path)
-    kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel")]
+    device = ("kernel", "Kernel", "gpu_memcpy", "gpu_memset", "Memcpy", "Memset")
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") in device]
     cpu_ops = [
         e
         for e in events
@@ -38,7 +40,9 @@ def test_counts_match_an_independent_read(name: str) -> None:
     assert profile.ops.num_rows == len(kernels)
     assert profile.framework is not None and profile.framework.num_rows == len(cpu_ops)
     assert sum(profile.ops["task_dur_ns"].to_pylist()) == sum(round(e["dur"] * 1000) for e in kernels)
-    assert set(profile.ops["task_type"].to_pylist()) <= {"GPU"}
+    assert set(profile.ops["task_type"].to_pylist()) <= {"GPU", "MEMCPY", "MEMSET"}
+    copies = [e for e in kernels if e["cat"] in ("gpu_memcpy", "Memcpy")]
+    assert profile.ops["task_type"].to_pylist().count("MEMCPY") == len(copies)
     assert sorted(profile.ops["op_name"].to_pylist()) == sorted(e["name"] for e in kernels)
 
 
@@ -69,13 +73,14 @@ def test_base_time_nanoseconds_is_respected() -> None:
 
 def test_kernels_get_launch_stream_and_step() -> None:
     path = shared(TRACES / "hta_trace_diff_control.json.gz")
-    streams = {int(e["args"]["stream"]) for e in _events(path) if e.get("cat") == "kernel"}
+    device = ("kernel", "gpu_memcpy", "gpu_memset")
+    streams = {int(e["args"]["stream"]) for e in _events(path) if e.get("cat") in device}
     profile = load_profile(path)
     ops = profile.ops.to_pylist()
     launched = [r for r in ops if r["host_launch_start_ns"] is not None]
     assert len(launched) == len(ops)  # every kernel has its cudaLaunchKernel (same correlation id)
     assert all(r["host_launch_start_ns"] <= r["task_start_ns"] for r in launched)
-    assert {r["stream_id"] for r in ops} == streams == {7, 20, 21}
+    assert {r["stream_id"] for r in ops} == streams == {7, 20, 21, 22}  # 22: copies only
     assert {r["step"] for r in ops} == set(range(1009, 1015))
     frames = profile.step_frames
     assert frames is not None and set(frames["frame"].to_pylist()) == {"ProfilerStep"}

@@ -66,21 +66,18 @@ PINS = [
 ]
 KINETO = "kineto"
 STEPS_1009 = tuple(range(1009, 1015))
-KINETO_PINS = [  # rows = GPU kernel events, framework = cpu_op events (ProfilerStep#N excluded)
-    Pin(TRACES / "hta_amd_mi250_minitoy_train_ROCm6_2_kineto.json.gz", KINETO, 14, 110_881, 6,
-        "elementwise_kernel", (1, 2), 70),
-    Pin(TRACES / "hta_critical_path_alexnet.json.gz", KINETO, 79, 10_692_000, 15,
-        "distribution_elementwise_grid_stride_kernel", (), 359),
+KINETO_PINS = [  # rows = GPU kernel, memcpy and memset events, framework = cpu_op events (ProfilerStep#N excluded)
+    Pin(TRACES / "hta_amd_mi250_minitoy_train_ROCm6_2_kineto.json.gz", KINETO, 16, 149_042, 7,
+        "Memcpy HtoD", (1, 2), 70),
+    Pin(TRACES / "hta_critical_path_alexnet.json.gz", KINETO, 98, 66_203_000, 17, "Memcpy HtoD", (), 359),
     Pin(TRACES / "hta_mtia_inference_rank_0.json.gz", KINETO, 0, 0, 0, None, (), 10_346),  # CPU-side only
-    Pin(TRACES / "hta_ns_resolution_rank0.pt.trace.json.gz", KINETO, 4350, 468_153_602, 56,
+    Pin(TRACES / "hta_ns_resolution_rank0.pt.trace.json.gz", KINETO, 6095, 472_454_441, 58,
         "CatArrayBatchedCopy_aligned16_contig", tuple(range(101, 106)), 23_910),
-    Pin(TRACES / "hta_trace_diff_control.json.gz", KINETO, 8568, 446_813_000, 102,
-        "vectorized_elementwise_kernel", STEPS_1009, 40_506),
-    Pin(TRACES / "hta_trace_diff_test.json.gz", KINETO, 9876, 801_858_000, 64,
-        "vectorized_elementwise_kernel", STEPS_1009, 31_236),
+    Pin(TRACES / "hta_trace_diff_control.json.gz", KINETO, 9450, 501_567_000, 106, "Memcpy HtoD", STEPS_1009, 40_506),
+    Pin(TRACES / "hta_trace_diff_test.json.gz", KINETO, 15632, 963_762_000, 68, "Memcpy DtoD", STEPS_1009, 31_236),
     Pin(TRACES / "hta_triton_example.json.gz", KINETO, 1, 1760, 1, "triton_poi_fused_add_cos_sin", (1,), 3),
-    Pin(TRACES / "kineto_tbplugin_resnet50_worker0.pt.trace.json.gz", KINETO, 8772, 591_532_000, 55,
-        "computeOffsetsKernel", tuple(range(5, 11)), 23_640),
+    Pin(TRACES / "kineto_tbplugin_resnet50_worker0.pt.trace.json.gz", KINETO, 9096, 603_558_000, 57,
+        "Memcpy HtoD", tuple(range(5, 11)), 23_640),
 ]  # fmt: skip
 
 
