@@ -7,6 +7,9 @@
   cuda_runtime / cuda_driver (Runtime)     the launch of a kernel, matched by args.correlation -> host_launch_*
   gpu_memcpy / gpu_memset (Memcpy/Memset)  device copies and fills -> op rows too, task_type MEMCPY / MEMSET, op type
                                            Memcpy HtoD, Memcpy DtoH, Memcpy DtoD, Memset (their own row, not idle)
+  mtia_ccp_events                          MTIA device work (pe_exe, merge, remote: task_type MTIA) and dma_request
+                                           copies (MEMCPY, op type Memcpy); its event_record / event_wait sync tasks
+                                           are left out
 Other device categories (gpu_user_annotation, ...) stay out of the op table. A CPU-only trace
 has an empty op table and a full framework table. Times: `ts` is µs since `baseTimeNanoseconds` when the trace has
 one (new schema), else epoch µs; `ts` digits are kept exactly (see trace_events.py).
@@ -28,6 +31,8 @@ from atbprof.importers.trace_events import TraceEvents, int_arg
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 MEMORY_CATS = {"gpu_memcpy": "MEMCPY", "Memcpy": "MEMCPY", "gpu_memset": "MEMSET", "Memset": "MEMSET"}
+MTIA_CATS = frozenset({"mtia_ccp_events"})
+MTIA_RUNTIME_TASKS = frozenset({"event_record", "event_wait"})  # the command processor's own sync, not work
 CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
 STEP_CATS = frozenset({"user_annotation", "cpu_op", "Operator"})  # not gpu_user_annotation: the device copy
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
@@ -47,7 +52,11 @@ def read_kineto(
         raise trace.fail(i, "'ts' is too large to be µs since baseTimeNanoseconds")
     ts = trace.ts_ns + base_ns
     complete = trace.where("ph", ("X",))
-    kernels = np.flatnonzero(complete & trace.where("cat", KERNEL_CATS | set(MEMORY_CATS))).tolist()
+    device = trace.where("cat", KERNEL_CATS | set(MEMORY_CATS))
+    # MTIA (HTA reads these as its device events): pe_exe / merge / remote work and dma_request copies; the event
+    # record / wait tasks are the command processor's synchronisation
+    device |= trace.where("cat", MTIA_CATS) & ~trace.where("name", MTIA_RUNTIME_TASKS)
+    kernels = np.flatnonzero(complete & device).tolist()
     launches = np.flatnonzero(complete & trace.where("cat", LAUNCH_CATS)).tolist()
     is_step = complete & trace.where("cat", STEP_CATS)
     is_step &= trace.where_prefix("name", "ProfilerStep#")
@@ -131,7 +140,9 @@ def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launc
         return RawOps.empty()
     names = trace.texts("name", kernels)
     cats = trace.texts("cat", kernels)
-    memory = pc.is_in(cats, pa.array(sorted(MEMORY_CATS)))
+    mtia = pc.is_in(cats, pa.array(sorted(MTIA_CATS)))
+    dma = pc.and_(mtia, pc.equal(names, "dma_request"))
+    memory = pc.or_(pc.is_in(cats, pa.array(sorted(MEMORY_CATS))), dma)
     launch = launches.of(trace.nonneg_int_args("correlation", kernels))
     found = launch >= 0
     none = np.zeros(len(kernels), np.int64)
@@ -142,11 +153,17 @@ def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launc
         "op_name": names,
         # a copy is named by its direction ("Memcpy HtoD (Pinned -> Device)" -> Memcpy HtoD), a fill is a Memset
         "op_type": pc.if_else(
-            memory,
-            pc.utf8_trim_whitespace(pc.replace_substring_regex(names, r"\s*\(.*$", "")),
-            derive_types(names, gpu_op_type),
+            dma,
+            "Memcpy",  # the native scanner reads no args.direction: one name for MTIA's DMA copies
+            pc.if_else(
+                memory,
+                pc.utf8_trim_whitespace(pc.replace_substring_regex(names, r"\s*\(.*$", "")),
+                derive_types(names, gpu_op_type),
+            ),
         ),
-        "task_type": pc.if_else(memory, pc.if_else(pc.match_substring(cats, "set"), "MEMSET", "MEMCPY"), "GPU"),
+        "task_type": pc.if_else(
+            memory, pc.if_else(pc.match_substring(cats, "set"), "MEMSET", "MEMCPY"), pc.if_else(mtia, "MTIA", "GPU")
+        ),
         "stream_id": _streams(trace, kernels),
         "task_start_ns": pa.array(start, pa.int64()),
         "task_dur_ns": pa.array(trace.dur_ns[kernels], pa.int64()),

@@ -113,7 +113,7 @@ class StructEvents(TraceEvents):
         if attr == "input_dims":
             cache: dict[bytes, Any] = {}
             raws = [a.input_dims if a is not None else _ABSENT for a in args]
-            return [_cached(cache, bytes(r), orjson.loads) if len(r) else None for r in raws]
+            return [_cached(cache, bytes(r), _loads) if len(r) else None for r in raws]
         return [getattr(a, attr) if a is not None else None for a in args]
 
     def arg_dims(self, key: str, rows: Sequence[int]) -> list[str | None] | pa.Array:
@@ -148,8 +148,15 @@ def _cached(cache: dict[bytes, Any], key: bytes, make: Any) -> Any:
     return value
 
 
+def _loads(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:  # a value msgspec kept raw that orjson refuses (1e999): the general path explains
+        raise NotFast from None
+
+
 def _dims(raw: bytes) -> str | None:
-    value = orjson.loads(raw)
+    value = _loads(raw)
     return dims_text(value) if isinstance(value, str | list) else None
 
 

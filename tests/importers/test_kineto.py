@@ -27,8 +27,15 @@ def test_counts_match_an_independent_read(name: str) -> None:
     Memcpy / Memset); framework rows = cpu_op/Operator X events but ProfilerStep#N."""
     path = shared(TRACES / name)
     events = _events(path)
-    device = ("kernel", "Kernel", "gpu_memcpy", "gpu_memset", "Memcpy", "Memset")
-    kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") in device]
+    device = ("kernel", "Kernel", "gpu_memcpy", "gpu_memset", "Memcpy", "Memset", "mtia_ccp_events")
+    mtia_sync = ("event_record", "event_wait")
+    kernels = [
+        e
+        for e in events
+        if e.get("ph") == "X"
+        and e.get("cat") in device
+        and not (e["cat"] == "mtia_ccp_events" and e.get("name") in mtia_sync)
+    ]
     cpu_ops = [
         e
         for e in events
@@ -40,8 +47,8 @@ def test_counts_match_an_independent_read(name: str) -> None:
     assert profile.ops.num_rows == len(kernels)
     assert profile.framework is not None and profile.framework.num_rows == len(cpu_ops)
     assert sum(profile.ops["task_dur_ns"].to_pylist()) == sum(round(e["dur"] * 1000) for e in kernels)
-    assert set(profile.ops["task_type"].to_pylist()) <= {"GPU", "MEMCPY", "MEMSET"}
-    copies = [e for e in kernels if e["cat"] in ("gpu_memcpy", "Memcpy")]
+    assert set(profile.ops["task_type"].to_pylist()) <= {"GPU", "MEMCPY", "MEMSET", "MTIA"}
+    copies = [e for e in kernels if e["cat"] in ("gpu_memcpy", "Memcpy") or e.get("name") == "dma_request"]
     assert profile.ops["task_type"].to_pylist().count("MEMCPY") == len(copies)
     assert sorted(profile.ops["op_name"].to_pylist()) == sorted(e["name"] for e in kernels)
 
@@ -99,9 +106,9 @@ def test_old_schema_string_ids() -> None:
     assert (first["name"], first["input_shapes"]) == ("aten::empty", ";;;;;")  # six scalar inputs
 
 
-def test_cpu_only_trace_has_an_empty_op_table() -> None:
+def test_the_mtia_trace_keeps_its_framework_table() -> None:
     profile = load_profile(shared(TRACES / "hta_mtia_inference_rank_0.json.gz"))
-    assert profile.ops.num_rows == 0
+    assert profile.ops.num_rows == 974  # its device events (test_mtia_device_events_are_ops)
     assert profile.framework is not None and profile.framework.num_rows == 10_346
 
 
@@ -191,3 +198,16 @@ def test_nested_ts_key_and_mixed_spellings_stay_exact(tmp_path: Path) -> None:
     profile = load_profile(path)
     assert profile.meta["origin_ns"] == 1712195495519689047
     assert [r["start_ns"] for r in profile.framework.to_pylist()] == [0, 954]  # type: ignore[union-attr]
+
+
+def test_mtia_device_events_are_ops() -> None:
+    """The MTIA sample's command-processor events, as HTA reads them: work (pe_exe, merge, remote) and DMA copies
+    named by direction; its event_record / event_wait synchronisation is left out."""
+    path = shared(TRACES / "hta_mtia_inference_rank_0.json.gz")
+    events = [e for e in _events(path) if e.get("ph") == "X" and e.get("cat") == "mtia_ccp_events"]
+    work = [e for e in events if e["name"] not in ("event_record", "event_wait")]
+    ops = load_profile(path).ops
+    assert ops.num_rows == len(work) == 974
+    kinds = dict(zip(ops["op_type"].to_pylist(), ops["task_type"].to_pylist(), strict=True))
+    assert kinds == {"pe_exe": "MTIA", "merge": "MTIA", "remote": "MTIA", "Memcpy": "MEMCPY"}
+    assert ops["op_type"].to_pylist().count("Memcpy") == sum(e["name"] == "dma_request" for e in work)
