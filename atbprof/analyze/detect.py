@@ -78,6 +78,8 @@ def scan(level: CompiledLevel, view: OpView) -> list[tuple[CompiledPattern, np.n
             spans = spans[ok]
             if cp.spec.claims and len(spans):
                 writable[member_ranges(spans[:, 0], spans[:, 1])[0]] = OTHER
+                if cp.leaves_symbol is not None:
+                    writable[spans[:, 0]] = cp.leaves_symbol
             out.append((cp, first[ok], last[ok] + 1))
         else:
             out.append((cp, np.zeros(0, np.int64), np.zeros(0, np.int64)))

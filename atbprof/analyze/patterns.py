@@ -44,6 +44,9 @@ class Pattern(_M):
     rule: str = ""
     anchor: Literal[0, -1] = 0
     claims: bool = False
+    # a claimed chain then reads as one op of this class at its first member: the decomposed norm, as the Add in
+    # front of it sees it once the chain is one kernel (add-norm patterns over the class fuse across the chain)
+    leaves: str | None = None
     check: Literal["none", "feeds", "feeds_only"] = "none"
 
 
@@ -73,6 +76,7 @@ class CompiledPattern:
     regex: re.Pattern[bytes]
     plain: re.Pattern[bytes]  # the same regex without gap tolerance (for op strings that have no gap ops)
     gap_symbols: tuple[int, ...]
+    leaves_symbol: int | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +164,12 @@ def _compile_level(level: LevelPatterns, where: str) -> CompiledLevel:
             raise ConfigError(f"{where}: pattern {p.name!r}: not a valid regex ({err})") from None
         if regex.match(b"") or plain.match(b""):
             raise ConfigError(f"{where}: pattern {p.name!r} matches an empty op sequence")
-        compiled.append(CompiledPattern(p, regex, plain, tuple(ord(c) for c in gap)))
+        if p.leaves is not None and p.leaves not in symbols:
+            raise ConfigError(f"{where}: pattern {p.name!r}: leaves {p.leaves!r} is not a class")
+        if p.leaves is not None and not p.claims:
+            raise ConfigError(f"{where}: pattern {p.name!r}: leaves needs claims: true")
+        leaves = symbols[p.leaves] if p.leaves is not None else None
+        compiled.append(CompiledPattern(p, regex, plain, tuple(ord(c) for c in gap), leaves))
     return CompiledLevel(dict(level.classes), symbols, tuple(compiled))
 
 

@@ -163,20 +163,40 @@ def whatif_device_model(findings: pa.Table, device: str, why: str, span_us: floa
     # the norm an Add->Norm finding ends with, by op_index -> that finding's row (Norm->MatMul builds on it)
     first_op = [ix[0] if ix else -1 for ix in findings.column("op_indices").to_pylist()]
     add_norm_of: dict[int, int] = {}
+    chain_at: dict[tuple[str, int], int] = {}  # (level, first op of a decomposed chain) -> its row
     for i, ix in enumerate(findings.column("op_indices").to_pylist()):
         if cols["kind"][i] == "add_norm" and cols["level"][i] == "kernel":
             add_norm_of[ix[-1]] = i
-    # rows in rule order: Norm->MatMul after Add->Norm, as the simulator applies add_norm before norm_matmul
-    for i in sorted(range(k), key=lambda r: cols["kind"][r] == "norm_matmul"):
+        if str(cols["kind"][i]).startswith("decomposed") and ix:
+            chain_at[(str(cols["level"][i]), ix[0])] = i
+    last_op = [ix[-1] if ix else -1 for ix in findings.column("op_indices").to_pylist()]
+
+    def chain_of(i: int) -> int | None:
+        """The decomposed norm an Add->Norm finding ends with (the norm is a chain, fused first)."""
+        return chain_at.get((str(cols["level"][i]), last_op[i])) if cols["kind"][i] == "add_norm" else None
+
+    # rows in rule order: decomposed norms, then Add->Norm, then Norm->MatMul (the simulator's norm_kernel,
+    # add_norm, norm_matmul)
+    order = {"decomposed_rmsnorm": 0, "decomposed_layernorm": 0, "add_norm": 1, "norm_matmul": 2}
+    for i in sorted(range(k), key=lambda r: order.get(str(cols["kind"][r]), 0)):
         kind = str(cols["kind"][i])
         if kind not in OPPORTUNITY_KINDS:
             continue
+        chain = chain_of(i)
         if cols["level"][i] == "framework":  # a fused call costs about its longest member; its others go
-            saving[i] = kernel[i] - longest[i] + inner[i]
+            if chain is None:
+                saving[i] = kernel[i] - longest[i] + inner[i]
+            else:  # the Add and the already fused norm call (about the chain's longest member) become one call
+                add, norm = kernel[i] - last[i], longest[chain]
+                saving[i] = add + norm - max(add, norm) + inner[i]
             continue
         after_add = kind == "norm_matmul" and first_op[i] in add_norm_of
         # Norm->MatMul: the norm is either the measured kernel, or the AddRmsNorm that Add->Norm left in its place
         norm_part = fused[add_norm_of[first_op[i]]] if after_add else kernel[i] - last[i]
+        if chain is not None and not np.isnan(fused[chain]):
+            # Add->Norm after a decomposed norm: the Add and the fused norm the chain became (not the chain's first
+            # kernel, whose time the chain's own saving already counts)
+            kernel[i] = kernel[i] - last[i] + fused[chain]
         dims = first_tensor(cols["shape"][i])
         if not dims or dims[-1] <= 0:  # no shapes: assume the fused kernel costs its longest member
             if kind == "norm_matmul":
@@ -203,7 +223,7 @@ def whatif_device_model(findings: pa.Table, device: str, why: str, span_us: floa
         else:
             fused[i] = est.fused_ns
             saving[i] = kernel[i] + inner[i] - est.fused_ns
-        if not after_add:
+        if not after_add and chain is None:  # members measured as such (not a fused estimate in their place)
             model_members += est.members_ns
             measured_members += kernel[i]
     use = counted(findings)

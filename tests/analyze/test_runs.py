@@ -57,11 +57,14 @@ def found_pairs(report: AnalysisReport, profile: Profile, kind: str, step: int) 
 def test_unfused_7b_has_65_decomposed_rmsnorm_chains_per_token(runs: Runs) -> None:
     profile = runs("seed000-baseline.yaml", "workload.decode_tokens=2", "fusion=none")
     report = analyze(profile)
-    assert kinds(report) == {"decomposed_rmsnorm": 65}
-    assert kinds(report, "prefill") == {"decomposed_rmsnorm": 65}
-    chain = report.findings[0].examples[0].op_types
+    # and the 63 residual Adds in front of them: the Add->Norm fusion that follows once each chain is one kernel
+    assert kinds(report) == {"decomposed_rmsnorm": 65, "add_norm": 63}
+    assert kinds(report, "prefill") == {"decomposed_rmsnorm": 65, "add_norm": 63}
+    chain = next(f for f in report.findings if f.kind == "decomposed_rmsnorm").examples[0].op_types
     assert chain == ["Cast", "Pows", "ReduceMean", "Add", "Rsqrt", "Mul", "Cast", "Mul"]
-    roles = Counter(report.occurrences.column("role").to_pylist())
+    occ = report.occurrences
+    chains = occ.filter(pc.equal(occ.column("kind"), "decomposed_rmsnorm"))
+    roles = Counter(chains.column("role").to_pylist())
     assert roles == {"attn.norm": 32 * 3, "ffn.norm": 32 * 3, "head.norm": 3}
     assert report.has_unfused
 
@@ -141,8 +144,9 @@ def test_attribution_equals_the_simulators_own_summary(runs: Runs, config: tuple
 def test_tiny_gpt_unfused_layernorm_is_a_decomposed_layernorm(runs: Runs) -> None:
     report = analyze(runs("tiny-gpt.yaml", "fusion=none"), whatif=False)
     found = kinds(report)
-    assert set(found) == {"decomposed_layernorm"}  # its RMSNorm-like tail is not counted a second time
-    example = report.findings[0].examples[0].op_types
+    # its RMSNorm-like tail is not counted a second time; the residual Add in front is the Add->Norm that follows
+    assert set(found) == {"decomposed_layernorm", "add_norm"}
+    example = next(f for f in report.findings if f.kind == "decomposed_layernorm").examples[0].op_types
     assert example == ["Cast", "ReduceMean", "Sub", "Pows", "ReduceMean", "Add", "Rsqrt", "Mul", "Cast", "Mul", "Add"]
 
 
@@ -172,10 +176,13 @@ def test_whatif_of_the_unfused_run_enables_the_norm_kernel_rule(runs: Runs) -> N
     w = analyze(profile).whatif
     cfg = run_config(profile.meta)
     assert cfg is not None
-    want = summarize(cfg.model_copy(update={"fusion": cfg.fusion.model_copy(update={"enable": ("norm_kernel",)})}))
-    assert [s.rules for s in w.steps] == [["norm_kernel"]]
+    enable = ("norm_kernel", "add_norm")
+    want = summarize(cfg.model_copy(update={"fusion": cfg.fusion.model_copy(update={"enable": enable})}))
+    # the norms become kernels first, then the Adds in front of them fuse: exact re-simulations, no double count
+    assert [s.rules for s in w.steps] == [["norm_kernel"], ["norm_kernel", "add_norm"]]
     assert w.decode_ms_per_token_after == want.decode_ms_per_token
     assert w.steps[0].fired == {"prefill": 65, "decode": 65}
+    assert w.steps[1].span_us < w.steps[0].span_us
 
 
 def test_analyze_does_not_modify_its_input_or_print(runs: Runs, capsys: pytest.CaptureFixture[str]) -> None:
@@ -184,3 +191,18 @@ def test_analyze_does_not_modify_its_input_or_print(runs: Runs, capsys: pytest.C
     analyze(profile)
     assert profile.ops.equals(before)
     assert capsys.readouterr() == ("", "")
+
+
+def test_add_norm_after_a_decomposed_norm_is_not_counted_twice_by_the_device_model(runs: Runs) -> None:
+    """The same unfused run read as a foreign profile (no config: the device model prices the fusions). The Add in
+    front of a chain is priced against the fused norm the chain becomes, so what fusing the Adds saves is bounded
+    by the Adds' own charged time (an AddRmsNorm costs at least the RmsNorm it replaces)."""
+    profile = runs("seed000-baseline.yaml", "workload.decode_tokens=2", "fusion=none")
+    foreign = Profile("kernel_details", profile.source, profile.ops, meta={})
+    report = analyze(foreign)
+    assert report.whatif.method == "device-model"
+    add_norm = [f for f in report.findings if f.kind == "add_norm"]
+    assert add_norm and all(f.opportunity for f in add_norm)
+    saved = sum(f.est_saving_us or 0.0 for f in add_norm)
+    adds = next(r for r in report.breakdown.by_op_type if r.name == "Add")
+    assert 0 < saved <= adds.charged_us
