@@ -285,6 +285,8 @@ def analyze(
     breakdown = attribute(
         timeline, profile.steps, found, patterns, top, latency, view=timeline_view, frames=profile.step_frames
     )
+    if timeline is not ops:  # host ops only: no tokens, no per-token figures
+        breakdown = breakdown.model_copy(update={"step_kind": "host"})
     cfg = run_config(meta) if ours else None
     summary = meta.get("summary")
     if not whatif:

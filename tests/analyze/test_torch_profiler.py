@@ -222,6 +222,7 @@ def test_cpu_only_trace_attributes_the_host_timeline(loaded: dict[str, tuple[Pro
     assert report.breakdown.span_us > 0
     assert report.whatif.span_us == report.breakdown.span_us and 0 < report.whatif.saving_share < 1
     assert any("framework ops (host)" in n for n in report.notes)
+    assert report.breakdown.step_kind == "host"  # a CPU step: no per-token figures
 
 
 def test_diff_of_the_cpu_traces_compares_their_framework_ops(traces: dict[str, Path]) -> None:
