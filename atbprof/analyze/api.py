@@ -8,6 +8,7 @@ import pyarrow.compute as pc
 
 from atbprof.analyze.attribute import attribute
 from atbprof.analyze.categories import norm_symbols
+from atbprof.analyze.charges import launch_latency_ns
 from atbprof.analyze.detect import detect_framework, detect_kernels
 from atbprof.analyze.estimate import device_for
 from atbprof.analyze.graph_edges import edges_for_run, run_config
@@ -40,13 +41,6 @@ _PORTABLE = {
     "torch_npu.npu_add_rms_norm": "a fused add + RMSNorm kernel",
     "torch_npu.npu_add_layer_norm": "a fused add + LayerNorm kernel",
 }
-
-
-def _meta_int(meta: dict[str, object], *path: str) -> int:
-    node: object = meta
-    for key in path:
-        node = node.get(key) if isinstance(node, dict) else None
-    return int(node) if isinstance(node, int | float) else 0
 
 
 def _types_at(view: OpView, indices: list[int]) -> list[str]:
@@ -275,7 +269,7 @@ def analyze(
     found = detect_kernels(ops, patterns, edges, view=view)
     if profile.framework is not None and profile.framework.num_rows:
         found = pa.concat_tables([found, detect_framework(profile.framework, patterns)])
-    latency = _meta_int(meta, "host_model", "latency_ns")
+    latency = launch_latency_ns(meta)
     timeline, timeline_view = ops, view
     if not ops.num_rows and profile.framework is not None and profile.framework.num_rows:
         # a CPU-only trace: the top-level framework ops are the timeline there is to attribute

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.analyze.categories import CATEGORY_NAMES, ROLES_RULE, by_blocks, by_roles, norm_symbols
-from atbprof.analyze.charges import charge
+from atbprof.analyze.charges import charge, has_launches
 from atbprof.analyze.patterns import PatternSet
 from atbprof.analyze.report import Breakdown, Idle, NormCost, OutsideSteps, PhaseBreakdown, Row, TrainingPhase
 from atbprof.analyze.training import TRAINING_PHASES, training_phases
@@ -126,7 +126,7 @@ def attribute(
     view = view or OpView.build(ops)
     n = len(view)
     has_roles = has_values(ops, "role")
-    has_launch = has_values(ops, "host_launch_dur_ns") and has_values(ops, "host_launch_start_ns")
+    has_launch = has_launches(ops)
     if has_roles:
         category, heuristic = by_roles(view), ROLES_RULE
     else:

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from atbprof.analyze.detect import first_tensor
 from atbprof.analyze.patterns import PatternSet
-from atbprof.analyze.training import kernel_kinds, training_phases
+from atbprof.analyze.training import ops_matching, training_phases
 from atbprof.analyze.view import OpView
 from atbprof.sim.categories import CATEGORIES
 
@@ -128,7 +128,7 @@ def _backward_blocks(
 ) -> np.ndarray:
     """Categories of a training step's backward and optimizer ops: a backward block runs up to and including the
     next norm gradient."""
-    _, _, norm_grad = kernel_kinds(view, patterns)
+    norm_grad = ops_matching(view, patterns.training.norm_backward)
     backward = training == 1
     ends = norm_grad & backward
     after_end = np.zeros(len(ends), dtype=bool)

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from atbprof.analyze.view import OpView, dict_codes, int_column, running_max_in_groups
+from atbprof.analyze.view import OpView, dict_codes, has_values, int_column, running_max_in_groups
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,19 @@ class Charges:
         return np.repeat(np.arange(len(self.frame_starts)), np.diff(np.append(self.frame_starts, n)))
 
 
-def _launch_end(view: OpView, latency_ns: int) -> np.ndarray | None:
+def launch_latency_ns(meta: dict[str, object]) -> int:
+    """The host model's launch latency of a run of ours (0 for real profiles: their launches are measured)."""
+    host_model = meta.get("host_model")
+    latency = host_model.get("latency_ns") if isinstance(host_model, dict) else 0
+    return int(latency) if isinstance(latency, int | float) else 0
+
+
+def has_launches(ops: pa.Table) -> bool:
+    """The ops carry host launch records (start and duration)."""
+    return has_values(ops, "host_launch_start_ns") and has_values(ops, "host_launch_dur_ns")
+
+
+def _launches(view: OpView, latency_ns: int) -> np.ndarray | None:
     """(2, n): when each op's host launch (+ latency) let it start, and the launch call's own cost (+ latency),
     view order; -1 where unknown; None without launch records."""
     start, dur = view.ints("host_launch_start_ns"), view.ints("host_launch_dur_ns")
@@ -112,16 +124,16 @@ def charge(
     with its host lead-in and sync and names its phase. Without it, `frames` (STEP_FRAMES_SCHEMA) of kind
     ProfilerStep - the host's iteration range in torch / torch_npu profiles - cut the timeline into steps."""
     n = len(view)
+    launch = _launches(view, launch_latency_ns) if use_launches else None
     if steps is None and frames is not None:
         host = frames.filter(pc.equal(frames.column("frame"), "ProfilerStep"))
         if host.num_rows:
-            return _partition(view, host, launch_latency_ns if use_launches else None)
+            return _partition(view, host, launch)
     order, gap, prev_end, charged_i = _timeline(view)
 
     def tl(a: np.ndarray) -> np.ndarray:
         return a if order is None else a[order]
 
-    launch = _launch_end(view, launch_latency_ns) if use_launches else None
     blamed = blamed_gap(gap, prev_end, launch[:, order] if launch is not None and order is not None else launch)
     charged_i = charged_i - (gap - blamed)
     gap = blamed
@@ -180,8 +192,8 @@ def _windows(frames: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return step, start, end
 
 
-def _partition(view: OpView, frames: pa.Table, launch_latency_ns: int | None = 0) -> Charges:
-    """Charges of a profile cut by its ProfilerStep frames (see the module docstring)."""
+def _partition(view: OpView, frames: pa.Table, launch: np.ndarray | None) -> Charges:
+    """Charges of a profile cut by its ProfilerStep frames (see the module docstring); `launch` as `_launches`."""
     w_step, w_start, w_end = _windows(frames)
     order_all = np.lexsort((view.op_index, view.start))
     start, end = view.start[order_all], view.end[order_all]
@@ -200,7 +212,6 @@ def _partition(view: OpView, frames: pa.Table, launch_latency_ns: int | None = 0
     first_in_frame[1:] = w[1:] != w[:-1]
     lo = np.maximum(np.where(first_in_frame, np.maximum(prev_all, start), prev_all), ws)
     hi = np.minimum(np.maximum(end, prev_all), we)
-    launch = _launch_end(view, launch_latency_ns) if launch_latency_ns is not None else None
     gap_all = np.maximum(np.minimum(start, hi) - lo, 0)
     unblamed = gap_all - blamed_gap(gap_all, lo, launch[:, order_all] if launch is not None else None)
     lo = lo + unblamed  # the unexplained idle is nobody's charge: the frame's `other`

@@ -24,25 +24,19 @@ def _matches(names: list[str], globs: tuple[str, ...]) -> np.ndarray:
     return np.array([any(fnmatch.fnmatchcase(n, g) for g in globs) for n in names] + [False], dtype=bool)
 
 
-def kernel_kinds(view: OpView, patterns: PatternSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(backward, optimizer, norm-gradient) kernels, view order."""
-    t = patterns.training
-    codes = view.type_codes
-    names = view.type_names
-    return (
-        _matches(names, t.backward)[codes],
-        _matches(names, t.optimizer)[codes],
-        _matches(names, t.norm_backward)[codes],
-    )
+def ops_matching(view: OpView, globs: tuple[str, ...]) -> np.ndarray:
+    """Ops (view order) whose type matches one of `globs` (patterns.yaml `training`), matched once per op type."""
+    return _matches(view.type_names, globs)[view.type_codes]
 
 
 def training_phases(view: OpView, patterns: PatternSet) -> np.ndarray | None:
     """Code into TRAINING_PHASES of every op (view order), or None when no step has a backward kernel."""
     if not _matches(view.type_names, patterns.training.backward).any():  # per op type, before any per-op work
         return None
-    backward, optimizer, _ = kernel_kinds(view, patterns)
+    backward = ops_matching(view, patterns.training.backward)
     if not backward.any():
         return None
+    optimizer = ops_matching(view, patterns.training.optimizer)
     steps, step_of = np.unique(view.step, return_inverse=True)
     inf = np.iinfo(np.int64).max
     first_bwd = np.full(len(steps), inf)

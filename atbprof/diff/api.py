@@ -10,19 +10,13 @@ import numpy as np
 
 from atbprof.analyze.api import framework_timeline
 from atbprof.analyze.attribute import NO_DEVICE_OP
+from atbprof.analyze.charges import has_launches, launch_latency_ns
 from atbprof.analyze.patterns import load_patterns
 from atbprof.diff.align import match_aligned
 from atbprof.diff.graphs import match_runs
 from atbprof.diff.groups import Matching
 from atbprof.diff.headline import categories, headline
-from atbprof.diff.measure import (
-    Side,
-    common_step_definition,
-    has_launches,
-    launch_latency_ns,
-    measure,
-    step_frames_of,
-)
+from atbprof.diff.measure import Side, common_step_definition, measure, step_frames_of
 from atbprof.diff.numerics import numerics_change, report_of
 from atbprof.diff.report import By, DiffReport, DiffRow, DiffSide, Headline, RegressionCheck
 from atbprof.diff.report import Matching as MatchingSummary
@@ -92,7 +86,10 @@ def diff(
     sides = []
     steps_as = common_step_definition(base, new)
     # idle gaps are blamed on launches only when both inputs record them, at one latency (a run's host model)
-    launches = (has_launches(base) and has_launches(new), max(launch_latency_ns(base), launch_latency_ns(new)))
+    launches = (
+        has_launches(base.ops) and has_launches(new.ops),
+        max(launch_latency_ns(base.meta), launch_latency_ns(new.meta)),
+    )
     for p in (base, new):
         if not p.ops.num_rows and p.framework is not None and p.framework.num_rows:
             # a CPU-only trace: the top-level framework ops are the timeline to compare (as analyze does)

@@ -92,17 +92,6 @@ def common_step_definition(a: Profile, b: Profile) -> str:
     return "host frames" if kinds <= {"run", "ProfilerStep"} else "ops"
 
 
-def launch_latency_ns(profile: Profile) -> int:
-    """The host model's launch latency of a run of ours (0 for real profiles: their launches are measured)."""
-    host_model = profile.meta.get("host_model")
-    latency = host_model.get("latency_ns") if isinstance(host_model, dict) else 0
-    return int(latency) if isinstance(latency, int | float) else 0
-
-
-def has_launches(profile: Profile) -> bool:
-    return has_values(profile.ops, "host_launch_start_ns") and has_values(profile.ops, "host_launch_dur_ns")
-
-
 def measure(
     profile: Profile, patterns: PatternSet, steps_as: str = "host frames", launches: tuple[bool, int] = (True, 0)
 ) -> Side:
