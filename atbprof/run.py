@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow as pa
 
 from atbprof import __version__
 from atbprof.config.models import RunConfig
@@ -17,6 +18,7 @@ from atbprof.inputs import read_bytes
 from atbprof.numerics.report import NumericsReport
 from atbprof.optable.schema import SCHEMA_VERSION
 from atbprof.outputs import MARKER, check_output_dir, staged_dir
+from atbprof.sim.parallel_summary import parallel_summary
 from atbprof.sim.simulate import Simulation
 from atbprof.sim.summary import LatencySummary, NearMissRow, RunSummary, SummaryBuilder, latency
 from atbprof.writers.background import BackgroundWriter
@@ -92,7 +94,7 @@ def _hbm_floor_ms(sim: Simulation) -> float:
     """Decode can not beat (weights + mean KV cache) / HBM bandwidth per step."""
     d = sim.dims
     w = sim.cfg.workload
-    kv_per_token = 2 * d.layers * d.kv_heads * d.head_dim * d.dsize
+    kv_per_token = 2 * d.layers * d.kv_local * d.head_dim * d.dsize
     mean_kv = w.prompt_len + (w.decode_tokens + 1) / 2
     return (d.weight_bytes() + w.batch_size * kv_per_token * mean_kv) / sim.device.hbm_bytes_per_s * 1e3
 
@@ -101,11 +103,14 @@ def summarize(cfg: RunConfig) -> RunSummary:
     """Simulate and summarise without writing files (calibration, tests, what-if sweeps)."""
     sim = Simulation(cfg)
     builder = SummaryBuilder()
-    for batch in sim.batches():
+    for batch in sim.batches(only_rank=0):
         builder.add(batch)
-    return builder.finish(
-        sim.steps_table(), cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim), sim.memory
-    )
+    return _finish(sim, builder, sim.steps_table())
+
+
+def _finish(sim: Simulation, builder: SummaryBuilder, steps: pa.Table) -> RunSummary:
+    summary = builder.finish(steps, sim.cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim), sim.memory)
+    return summary.model_copy(update=parallel_summary(sim, summary))
 
 
 def simulate_latency(cfg: RunConfig) -> LatencySummary:
@@ -162,8 +167,10 @@ def _write_run(
     done = 0
     try:
         for batch in sim.batches():
-            builder.add(batch)
             writers[0].write_batch(batch)
+            if batch.column("rank")[0].as_py() != 0:  # the summary and the trace show rank 0 (all: ops.parquet)
+                continue
+            builder.add(batch)
             if traces:
                 kept = selection.filter(batch)
                 if kept.num_rows:
@@ -180,7 +187,7 @@ def _write_run(
         for w in writers:
             w.abort()
         raise
-    summary = builder.finish(steps, cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim), sim.memory)
+    summary = _finish(sim, builder, steps)
     notes = _notes(sim, summary, selection)
     doc = {
         "schema_version": SCHEMA_VERSION,

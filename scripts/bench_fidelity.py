@@ -14,6 +14,8 @@
    their own venv (.bench-venv-fidelity, made on first use; not atbprof dependencies), on one grid of models x
    batch x context on 910B2's published peak, bandwidth and capacity: decode ms/token and TTFT, and their ratios.
    atbprof runs in graph mode with default fusion (the peers model no host launches). --no-peers skips it.
+6. multi-device (scripts/torchair_ladder.py): the TorchAir LLaMA-2-70B / LLaMA-3-70B TP8 tables, collective
+   bandwidths, tp scaling. --only torchair runs just this part.
 """
 
 from __future__ import annotations
@@ -130,7 +132,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-peers", action="store_true", help="skip GenZ / llm-analysis (no venv is made)")
+    ap.add_argument("--only", choices=["torchair"], help="run only the multi-device checks")
     args = ap.parse_args()
+    import torchair_ladder  # scripts/ is on sys.path as this script's directory
+
+    if args.only == "torchair":
+        multi = torchair_ladder.run_all()
+        print(json.dumps(multi, indent=2)) if args.json else torchair_ladder.print_report(multi)
+        return
     out: dict[str, object] = {}
     profiles = {k: load_profile(p, framework=False) for k, p in SAMPLES.items()}
     qwen = profiles["qwen3 910B (fit)"]
@@ -175,6 +184,7 @@ def main() -> None:
     out["llama2_7b_prefill_mfu"] = flops / (pre.ttft_ms / 1e3) / load_device("910B2").peak_flops
     if not args.no_peers:
         out["peers"] = peers_side_by_side()
+    out["multi_device"] = torchair_ladder.run_all()
     if args.json:
         print(json.dumps(out, indent=2))
         return
@@ -207,6 +217,7 @@ def main() -> None:
             print(f"{r['model']:11s} {r['batch']:5d} {r['prompt']:6d} | {'':11s}{a:8.2f} {g:7.2f} {la:7.2f} "
                   f"{r['hbm_floor_ms']:6.2f} | {'':6s}{a / g:5.2f} {a / la:6.2f} | {'':9s}{at:8.1f} {gt:7.1f} "
                   f"{lt:7.1f} | {'':6s}{at / gt:5.2f} {at / lt:6.2f}")  # fmt: skip
+    torchair_ladder.print_report(out["multi_device"])  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def _limited(key: str) -> object:
 class ModelSection(_Section):
     """A preset name (atbprof/data/models) or a Hugging Face LLaMA config.json, plus optional overrides."""
 
-    preset: str | None = Field(default=None, description="llama2-7b, llama2-13b, llama2-70b, llama3-8b")
+    preset: str | None = Field(default=None, description="llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b")
     hf_config: str | None = Field(default=None, description="path to a Hugging Face config.json")
     architecture: Literal["llama", "gpt"] = Field(
         default="llama",
@@ -92,7 +92,9 @@ class ModelSection(_Section):
         if self.preset and self.hf_config:
             raise ValueError("give either model.preset or model.hf_config, not both")
         if not self.preset and not self.hf_config:
-            raise ValueError("model needs a preset (llama2-7b, llama2-13b, llama2-70b, llama3-8b) or an hf_config path")
+            raise ValueError(
+                "model needs a preset (llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b) or an hf_config path"
+            )
         return self
 
 
@@ -122,6 +124,18 @@ class WorkloadSection(_Section):
     batch_size: int = Field(default=1, ge=1, le=4096)
     prompt_len: int = Field(default=512, ge=1, le=1_048_576)
     decode_tokens: int = Field(default=128, ge=0, le=1_000_000)
+    kv_cache: Literal["dynamic", "fixed"] = Field(
+        default="dynamic",
+        description="dynamic = eager attention attends over the tokens so far; fixed = the cache is allocated at "
+        "kv_cache_len positions and eager decode attention runs over all of them, masked (TorchAir's fixed KV "
+        "cache; FlashAttention kernels take the actual lengths)",
+    )
+    kv_cache_len: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_TOKENS_PER_STEP,
+        description="fixed cache: positions (default the model's max_position_embeddings)",
+    )
 
     @model_validator(mode="after")
     def _tokens_fit(self) -> WorkloadSection:
@@ -131,6 +145,29 @@ class WorkloadSection(_Section):
                 f"than {MAX_TOKENS_PER_STEP:,}: reduce one of them"
             )
         return self
+
+
+MAX_DEVICES = 65_536
+"""Devices of one deployment at most (a large Ascend cluster has a few thousand)."""
+
+
+class ParallelSection(_Section):
+    """How the model is split over devices (Megatron / ATB style): tp ranks share every layer, pp stages split
+    the layers, dp replicas serve independent batches."""
+
+    tp: int = Field(default=1, ge=1, le=1024, description="tensor-parallel ranks (heads, FFN and vocab split)")
+    pp: int = Field(default=1, ge=1, le=1024, description="pipeline stages (layers split)")
+    dp: int = Field(default=1, ge=1, le=MAX_DEVICES, description="data-parallel replicas (each with tp x pp cards)")
+
+    @model_validator(mode="after")
+    def _devices(self) -> ParallelSection:
+        if self.tp * self.pp * self.dp > MAX_DEVICES:
+            raise ValueError(f"tp x pp x dp = {self.tp * self.pp * self.dp:,} devices, more than {MAX_DEVICES:,}")
+        return self
+
+    @property
+    def devices(self) -> int:
+        return self.tp * self.pp * self.dp
 
 
 class JitterSection(_Section):
@@ -166,12 +203,28 @@ class ExecutionSection(_Section):
     sync_us: float = Field(
         default=20.0, ge=0, le=1e6, description="device->host sync + copy of the sampled token per step"
     )
+    collective_launch_us: float | None = Field(
+        default=None,
+        ge=0,
+        le=1e6,
+        description="eager: host cost of launching one HCCL collective; default the device topology's "
+        "host_launch_us (eager) / 0 (graph)",
+    )
     weight_format: Literal["nd", "nz"] | None = Field(
         default=None,
         description="weights as stored: nd (eager default; GEMV pays the ND->NZ reformat) or nz (graph/ATB default, "
         "converted at load)",
     )
     jitter: JitterSection = JitterSection()
+    rank_slowdown: dict[Annotated[int, Field(ge=0, le=MAX_DEVICES - 1)], Annotated[float, Field(ge=0.1, le=100.0)]] = (
+        Field(
+            default_factory=dict,
+            strict=False,
+            max_length=MAX_DEVICES,
+            description="global rank -> factor on its compute kernels' durations (a straggler: {3: 1.15}); the other "
+            "ranks of its group wait for it in every collective",
+        )
+    )
 
 
 class FusionSection(_Section):
@@ -293,8 +346,25 @@ class RunConfig(_Section):
     seed: int = Field(default=0, ge=0, le=2**63 - 1, description="seeds the jitter and the numerics' weights")
     model: ModelSection
     device: DeviceSection = DeviceSection()
+    parallel: ParallelSection = ParallelSection()
     workload: WorkloadSection = WorkloadSection()
     execution: ExecutionSection = ExecutionSection()
     fusion: FusionSection = FusionSection()
     output: OutputSection = OutputSection()
     numerics: NumericsSection = NumericsSection()
+
+    @model_validator(mode="after")
+    def _slow_ranks_exist(self) -> RunConfig:
+        devices = self.parallel.devices
+        if self.numerics.enabled and self.parallel.tp > 1:
+            raise ValueError(
+                "numerics executes one device's whole layer: run it with parallel.tp 1 (sharding does not change "
+                "what a kernel computes, only on how many rows)"
+            )
+        outside = sorted(r for r in self.execution.rank_slowdown if r >= devices)
+        if outside:
+            raise ValueError(
+                f"execution.rank_slowdown names rank {', '.join(map(str, outside))}, but the deployment has "
+                f"{devices} device{'s' if devices > 1 else ''} (ranks 0-{devices - 1}; parallel.tp x pp x dp)"
+            )
+        return self

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from atbprof.device.collectives import CollectiveGroup, collective_ns, transit_bytes
 from atbprof.device.spec import DeviceSpec
 from atbprof.graph.expr import BASIS, Lin
 from atbprof.graph.nodes import Graph, Node
 from atbprof.optable.schema import PIPES
 
-BOUND_NAMES = ("compute", "memory", "launch")
-TASK_TYPES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "AI_CPU")
+BOUND_NAMES = ("compute", "memory", "launch", "communication")
+TASK_TYPES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "AI_CPU", "COMMUNICATION")
 
 
 @dataclass
@@ -37,6 +38,7 @@ class KernelCosts:
     mix_block_dim: np.ndarray
     bound: np.ndarray  # index into BOUND_NAMES
     task_type: np.ndarray  # (signatures,) index into TASK_TYPES
+    comm_bytes: np.ndarray  # bytes a collective sends over the links (msprof Transit Size), 0 for other kernels
 
 
 def _ceil_to(x: np.ndarray, m: int) -> np.ndarray:
@@ -54,6 +56,7 @@ def _sig(node: Node) -> tuple[object, ...]:
                 w.vec_bytes.key(),
                 w.vec_flops.key(),
                 w.stream_bytes.key(),
+                w.comm_bytes.key(),
             )
             for w in node.work
         ),
@@ -94,9 +97,11 @@ def evaluate_costs(
     values: np.ndarray,
     weights_nz: bool = False,
     block_caps: np.ndarray | None = None,
+    comm_group: CollectiveGroup | None = None,
 ) -> KernelCosts:
     """Cost of each representative node at each step; `values` is (len(BASIS), steps) from `basis_values`.
-    `block_caps` (reps, 2): the most cube / vector cores a kernel may use (a measured kernel's Block Dim)."""
+    `block_caps` (reps, 2): the most cube / vector cores a kernel may use (a measured kernel's Block Dim).
+    `comm_group`: the ranks the graph's collectives run over (device/collectives.py)."""
     assert values.shape[0] == len(BASIS)
     ev = _Evaluator(values)
     steps = values.shape[1]
@@ -121,12 +126,31 @@ def evaluate_costs(
     static = np.zeros((u, 1))
     task_type = np.zeros(u, dtype=np.int8)
     dur = z()
+    comm_bytes = z()
     bound = np.zeros((u, steps), dtype=np.int8)
     caps = np.array([[spec.cores.aic, spec.cores.aiv]] * u, dtype=np.float64) if block_caps is None else block_caps
     for i, node in enumerate(reps):
         cap_cube, cap_vec = min(caps[i, 0], spec.cores.aic), min(caps[i, 1], spec.cores.aiv)
         units = {w.unit for w in node.work}
         has_cube, has_vec = "cube" in units, bool(units & {"vector"})
+        comm_ns = np.zeros(steps)
+        for w in node.work:
+            if w.unit == "comm":
+                if comm_group is None or spec.topology is None:
+                    raise AssertionError(f"{node.op_type}: a collective without a communication group")
+                nb = ev(w.comm_bytes)
+                comm_ns += collective_ns(w.kind, comm_group, nb)
+                comm_bytes[i] += transit_bytes(w.kind, comm_group, nb)
+        if units == {"comm"}:  # an HCCL task: alpha-beta transfer over the topology, no core pipes
+            task_type[i] = TASK_TYPES.index("COMMUNICATION")
+            static_ns = spec.topology.collective_static_us * 1e3 if spec.topology else 0.0
+            for e in node.inputs:
+                reads[i] += ev(e.tensor.nbytes)
+            for t in node.outputs:
+                writes[i] += ev(t.nbytes)
+            dur[i] = static_ns + comm_ns
+            bound[i] = np.where(static_ns >= comm_ns, 2, 3)
+            continue
         if units == {"aicpu"}:
             task_type[i], static[i] = 3, spec.static_cost_us.aicpu * 1e3
         elif has_cube and has_vec:
@@ -143,6 +167,8 @@ def evaluate_costs(
         operand_time = np.zeros(steps)
         fill_drain = np.zeros(steps)
         for w in node.work:
+            if w.unit == "comm":
+                continue
             stream = ev(w.stream_bytes)
             reads[i] += stream
             if w.mm is not None:
@@ -265,10 +291,15 @@ def evaluate_costs(
             rate = np.where(fill, eff.hbm_stream, eff.vector_hbm) * hbm
             exec_ns = np.maximum(exec_ns, (reads[i] + writes[i] + l2_bytes) / rate)
         exec_ns *= icache * spec.op_time_scale.get(node.op_type, 1.0)  # 1 unless a calibrated spec says
+        if "comm" in units:
+            # MC2 (MatMul + collective in one kernel): each finished tile is sent while the next is computed, so
+            # only one tile's share of the shorter side shows
+            longer, shorter = np.maximum(exec_ns, comm_ns), np.minimum(exec_ns, comm_ns)
+            exec_ns = longer + shorter / np.maximum(iters[i], 1)
         for p in PIPES:
             pipes[p][i] = np.minimum(pipes[p][i] * icache, exec_ns)
         dur[i] = static[i, 0] + exec_ns
         bound[i] = np.where(
             static[i, 0] >= exec_ns, 2, np.where(np.argmax(stacked, axis=0) <= PIPES.index("scalar"), 0, 1)
         )
-    return KernelCosts(dur, pipes, flops, reads, writes, block, mix, bound, task_type)
+    return KernelCosts(dur, pipes, flops, reads, writes, block, mix, bound, task_type, comm_bytes)

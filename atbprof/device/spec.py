@@ -56,6 +56,30 @@ class ICache(_M):
     penalty_per_op: float = Field(ge=0, le=1e4)
 
 
+class Link(_M):
+    """One level of the interconnect, as the alpha-beta model sees it."""
+
+    transport: str = Field(pattern="^(HCCS|PCIE|RDMA|SIO)$")  # msprof's Communication Bandwidth Info keys
+    bandwidth_gbps: float = Field(ge=0.01, le=1e5)  # per link and direction, GB/s
+    links: int = Field(default=1, ge=1, le=1024)  # links one device has at this level (a full mesh: one per peer)
+    latency_us: float = Field(ge=0, le=1e4)  # per algorithm step
+    efficiency: float = Field(ge=0.01, le=1)  # achieved share of the link bandwidth
+
+
+class Topology(_M):
+    """How a device's cards are joined, and what HCCL does on them (device_model_facts.md section 1)."""
+
+    mesh_devices: int = Field(ge=1, le=1024)  # cards joined all-to-all by `mesh` links
+    server_devices: int = Field(ge=1, le=1024)  # cards per server
+    mesh: Link
+    between_meshes: Link | None = None  # inside a server, between meshes (910A: PCIe between its 4-card groups)
+    between_servers: Link
+    server_algorithm: str = Field(default="auto", pattern="^(auto|ring|halving_doubling)$")
+    collective_static_us: float = Field(ge=0, le=1e5)  # device-side fixed cost of one collective task
+    host_launch_us: float = Field(ge=0, le=1e6)  # eager mode: host cost of launching one collective
+    buffer_mb: float = Field(ge=0, le=1e6)  # HCCL's communication buffer per communicator (device memory)
+
+
 class DeviceSpec(_M):
     name: str = Field(min_length=1, max_length=200)
     soc_version: str = Field(min_length=1, max_length=200)
@@ -83,6 +107,7 @@ class DeviceSpec(_M):
     # type's kernels on the profiled hardware, the part of a kernel library's quality the pipes do not explain
     op_time_scale: dict[str, Annotated[float, Field(ge=0.05, le=20)]] = Field(default_factory=dict, max_length=1000)
     calibration: dict[str, str | int | float] = Field(default_factory=dict, max_length=100, strict=False)
+    topology: Topology | None = None  # absent: a single card (parallel.tp/pp/dp must be 1)
 
     @property
     def peak_flops(self) -> float:

@@ -119,6 +119,12 @@ def load_run(run_dir: Path) -> RunSource:
         raise InputError(f"{doc_path}: not valid JSON ({err}); re-create the run with `atbprof run`") from None
     if not isinstance(doc, dict):
         raise InputError(f"{doc_path}: not a run summary (expected a JSON object); re-create it with `atbprof run`")
+    devices = (doc.get("summary") or {}).get("parallel") or {}
+    if isinstance(devices, dict) and int(devices.get("devices") or 1) > 1:
+        raise InputError(
+            f"{run_dir}: a {devices['devices']}-device run (tp {devices.get('tp')}); exporting writes one device's "
+            "profile and does not split a multi-device run by rank yet: export a run with parallel tp/pp/dp 1"
+        )
     identity = {k: doc.get(k) for k in ("name", "seed", "config")}
     return RunSource(
         run_dir=run_dir,

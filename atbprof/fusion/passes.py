@@ -10,7 +10,7 @@ import fnmatch
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from atbprof.fusion.rules import Pattern, Rule
 from atbprof.graph.expr import ZERO, Lin
@@ -149,6 +149,8 @@ def _scaled(work: Work, vec_scale: float) -> Work:
 
 
 def _constraint(rule: Rule, ctx: FusionContext) -> str | None:
+    if rule.phases and ctx.phase not in rule.phases:
+        return f"applied in {', '.join(rule.phases)} only"
     if rule.dtypes and ctx.dtype not in rule.dtypes:
         return f"the fused kernel supports {', '.join(rule.dtypes)}, not {ctx.dtype}"
     if rule.max_seq and ctx.seq_len > ctx.softmax_fusion_max_seq:
@@ -265,6 +267,8 @@ def _chain(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -
             keep = [t for k, t, _ in _escaping(sw.consumers, by_id, window) if k < n - 1]
             node = sw.fuse(rule, window, op_type, pattern.op_name or op_type, keep, rule.role_from)
             _absorb(rule, sw, node)
+            if rule.actual_lengths:
+                _at_actual_lengths(node)
             sw.out.append(node)
             result.fired[rule.name] = result.fired.get(rule.name, 0) + 1
             matched = n
@@ -277,6 +281,34 @@ def _chain(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -
     if why_off and any(nm.rule == rule.name for nm in result.near_misses):
         result.disabled.setdefault(rule.name, why_off)
     return sw.finish(graph)
+
+
+def _actual(t: Tensor) -> Tensor:
+    return Tensor(tuple(d.at_actual_lengths() for d in t.shape), t.dtype, t.nbytes.at_actual_lengths())
+
+
+def _at_actual_lengths(node: Node) -> None:
+    """A kernel given the actual sequence lengths (FlashAttention's actual_seq_lengths) reads and computes over
+    the KV length, not the whole attended cache (the same sizes when the cache is not fixed)."""
+    node.work = [
+        replace(
+            w,
+            mm=w.mm
+            and (
+                w.mm[0].at_actual_lengths(),
+                w.mm[1].at_actual_lengths(),
+                w.mm[2].at_actual_lengths(),
+                w.mm[3].at_actual_lengths(),
+            ),
+            vec_bytes=w.vec_bytes.at_actual_lengths(),
+            vec_flops=w.vec_flops.at_actual_lengths(),
+            stream_bytes=w.stream_bytes.at_actual_lengths(),
+        )
+        for w in node.work
+    ]
+    node.inputs = [Edge(e.producer, _actual(e.tensor)) for e in node.inputs]
+    node.params = [_actual(p) for p in node.params]
+    node.handoff = [h.at_actual_lengths() for h in node.handoff]
 
 
 def _absorb(rule: Rule, sw: _Sweep, node: Node) -> None:

@@ -38,6 +38,8 @@ class Rule(BaseModel):
     vec_scale: float = 1.0
     dtypes: tuple[str, ...] = ()  # model dtypes the fused kernel supports; empty = all
     absorb_inputs: tuple[str, ...] = ()
+    actual_lengths: bool = False  # the fused kernel takes the actual sequence lengths: attends over Skv, not L
+    phases: tuple[str, ...] = ()  # phases the rule is applied in (empty: all); elsewhere a near-miss says so
 
 
 class RuleSet(BaseModel):

@@ -12,8 +12,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from atbprof.graph.dims import ModelDims
-from atbprof.graph.expr import ONE, SKV, SQ, ZERO, B, Lin, T
+from atbprof.graph.expr import KVL, ONE, SQ, ZERO, B, Lin, T
 from atbprof.graph.nodes import Edge, Graph, Node, Tensor, Unit, Work
+from atbprof.parallel.sharding import tensor_parallel_rules
 
 _API = {
     "Cast": "Cast",
@@ -58,6 +59,7 @@ class GraphBuilder:
         self.nodes: list[Node] = []
         self.dt = dims.msprof_dtype
         self.ds = dims.dsize
+        self.shard = tensor_parallel_rules()
 
     # -- tensors -------------------------------------------------------------------------------------------------
     def act(self, width: int, dtype: str | None = None, tokens: Lin = T) -> Tensor:
@@ -125,6 +127,8 @@ class GraphBuilder:
         return self.op(op_type, role, layer, inputs, out, work, params)
 
     def matmul(self, role: str, layer: int, x: tuple[int, Tensor], k: int, n: int, tokens: Lin = T) -> int:
+        """The linear of `role` whose full weight is k x n, as one tensor-parallel rank holds it."""
+        k, n = self.shard.linear(self.d, role, k, n)
         w = self.weight(k, n)
         out = self.act(n, tokens=tokens)
         work = Work("cube", mm=(ONE, tokens, Lin(one=k), Lin(one=n)), stream_bytes=w.nbytes, kind="MatMulV2")
@@ -187,10 +191,10 @@ class GraphBuilder:
 
     def attention(self, layer: int, x: tuple[int, Tensor]) -> tuple[int, Tensor]:
         d = self.d
-        hd, nh, nkv = d.head_dim, d.heads, d.kv_heads
-        q = self.matmul("attn.q", layer, x, d.hidden, nh * hd)
-        k = self.matmul("attn.k", layer, x, d.hidden, nkv * hd)
-        v = self.matmul("attn.v", layer, x, d.hidden, nkv * hd)
+        hd, nh, nkv = d.head_dim, d.heads_local, d.kv_local  # this rank's heads
+        q = self.matmul("attn.q", layer, x, d.hidden, d.heads * hd)
+        k = self.matmul("attn.k", layer, x, d.hidden, d.kv_heads * hd)
+        v = self.matmul("attn.v", layer, x, d.hidden, d.kv_heads * hd)
         q_heads = (q, self.heads(nh, SQ, T * (nh * hd * self.ds)))
         k_heads = (k, self.heads(nkv, SQ, T * (nkv * hd * self.ds)))
         if d.architecture == "llama":
@@ -199,10 +203,11 @@ class GraphBuilder:
         else:  # GPT: learned absolute positions, no rotary embedding
             q_r, k_r = q_heads, k_heads
         # fixed-size KV cache updated in place (the TorchAir "fixed KV cache" step); the cache is a parameter
-        cache_bytes = Lin(BKV=nkv * hd * self.ds)
+        # eager attention reads the cache over its attended length L (the KV length, or a fixed cache's size)
+        cache_bytes = Lin(BL=nkv * hd * self.ds)
         # K and V caches are distinct tensors of one shape (params are told apart by identity, not value)
-        k_cache = Tensor((B, Lin(one=nkv), SKV, Lin(one=hd)), self.dt, cache_bytes)
-        v_cache = Tensor((B, Lin(one=nkv), SKV, Lin(one=hd)), self.dt, cache_bytes)
+        k_cache = Tensor((B, Lin(one=nkv), KVL, Lin(one=hd)), self.dt, cache_bytes)
+        v_cache = Tensor((B, Lin(one=nkv), KVL, Lin(one=hd)), self.dt, cache_bytes)
         written = Tensor(k_cache.shape, self.dt, ZERO)  # in place: only the new rows are written (writes_params)
         new = T * (nkv * hd * self.ds)
         for src in (k_r, (v, k_heads[1])):
@@ -211,7 +216,7 @@ class GraphBuilder:
         k_all: tuple[int, Tensor] = (-1, k_cache)
         v_all: tuple[int, Tensor] = (-1, v_cache)
         if nkv != nh:  # HF repeat_kv materialises the GQA groups
-            rep = Tensor((B, Lin(one=nh), SKV, Lin(one=hd)), self.dt, Lin(BKV=nh * hd * self.ds))
+            rep = Tensor((B, Lin(one=nh), KVL, Lin(one=hd)), self.dt, Lin(BL=nh * hd * self.ds))
             ks = self.op(
                 "BroadcastTo",
                 "attn.repeat_kv",
@@ -232,19 +237,19 @@ class GraphBuilder:
             )
             k_all, v_all = self.out(ks), self.out(vs)
         gqa = nkv != nh
-        scores = Tensor((B, Lin(one=nh), SQ, SKV), self.dt, Lin(TKV=nh * self.ds))
-        scores32 = Tensor((B, Lin(one=nh), SQ, SKV), FP32, Lin(TKV=nh * 4))
-        kv_stream = Lin(BKV=nh * hd * self.ds) if nkv != nh else cache_bytes
+        scores = Tensor((B, Lin(one=nh), SQ, KVL), self.dt, Lin(TL=nh * self.ds))
+        scores32 = Tensor((B, Lin(one=nh), SQ, KVL), FP32, Lin(TL=nh * 4))
+        kv_stream = Lin(BL=nh * hd * self.ds) if nkv != nh else cache_bytes
         bmm = Work(
             "cube",
-            mm=(Lin(B=nh), SQ, Lin(one=hd), SKV),
+            mm=(Lin(B=nh), SQ, Lin(one=hd), KVL),
             stream_bytes=ZERO if nkv != nh else kv_stream,
             kind="BatchMatMulV2",
         )
         qk_in = [q_r] + ([k_all] if nkv != nh else [])
         s = self.op("BatchMatMulV2", "attn.score", layer, qk_in, scores, bmm, params=[] if gqa else [k_cache])
         sc = self.vec("Mul", "attn.score", layer, [self.out(s)], scores)
-        mask = Tensor((B, ONE, SQ, SKV), self.dt, Lin(TKV=self.ds))
+        mask = Tensor((B, ONE, SQ, KVL), self.dt, Lin(TL=self.ds))
         mk = self.vec("Add", "attn.score", layer, [self.out(sc), (-1, mask)], scores)
         c1 = self.vec("Cast", "attn.softmax", layer, [self.out(mk)], scores32)
         sm = self.vec("SoftmaxV2", "attn.softmax", layer, [self.out(c1)], scores32, passes=3.0)
@@ -252,25 +257,25 @@ class GraphBuilder:
         ctx = Tensor((B, Lin(one=nh), SQ, Lin(one=hd)), self.dt, T * (nh * hd * self.ds))
         bmm2 = Work(
             "cube",
-            mm=(Lin(B=nh), SQ, SKV, Lin(one=hd)),
+            mm=(Lin(B=nh), SQ, KVL, Lin(one=hd)),
             stream_bytes=ZERO if nkv != nh else kv_stream,
             kind="BatchMatMulV2",
         )
         pv_in = [self.out(c2)] + ([v_all] if nkv != nh else [])
         o = self.op("BatchMatMulV2", "attn.context", layer, pv_in, ctx, bmm2, params=[] if gqa else [v_cache])
         tr = self.vec("Transpose", "attn.context", layer, [self.out(o)], self.act(nh * hd))
-        return self.out(self.matmul("attn.o", layer, self.out(tr), nh * hd, d.hidden))
+        return self.out(self.matmul("attn.o", layer, self.out(tr), d.heads * hd, d.hidden))
 
     def mlp(self, layer: int, x: tuple[int, Tensor]) -> tuple[int, Tensor]:
         d = self.d
         if d.architecture == "gpt":
             up = self.matmul("ffn.up", layer, x, d.hidden, d.inter)
-            act = self.vec("Gelu", "ffn.act", layer, [self.out(up)], self.act(d.inter), passes=2.0)
+            act = self.vec("Gelu", "ffn.act", layer, [self.out(up)], self.act(d.inter_local), passes=2.0)
             return self.out(self.matmul("ffn.down", layer, self.out(act), d.inter, d.hidden))
         gate = self.matmul("ffn.gate", layer, x, d.hidden, d.inter)
-        act = self.vec("Swish", "ffn.act", layer, [self.out(gate)], self.act(d.inter), passes=2.0)
+        act = self.vec("Swish", "ffn.act", layer, [self.out(gate)], self.act(d.inter_local), passes=2.0)
         up = self.matmul("ffn.up", layer, x, d.hidden, d.inter)
-        mul = self.vec("Mul", "ffn.act", layer, [self.out(act), self.out(up)], self.act(d.inter))
+        mul = self.vec("Mul", "ffn.act", layer, [self.out(act), self.out(up)], self.act(d.inter_local))
         return self.out(self.matmul("ffn.down", layer, self.out(mul), d.inter, d.hidden))
 
     def gather(self, ids: Tensor, table: Tensor) -> tuple[int, Tensor]:
@@ -283,7 +288,8 @@ class GraphBuilder:
         d = self.d
         h = d.hidden
         ids = Tensor((B, SQ), "DT_INT64", T * 8)
-        table = Tensor((Lin(one=d.vocab), Lin(one=h)), self.dt, Lin(one=d.vocab * h * self.ds))
+        rows = self.shard.embedding_rows(d, d.vocab)  # a vocab-parallel rank holds its share of the table
+        table = Tensor((Lin(one=rows), Lin(one=h)), self.dt, Lin(one=rows * h * self.ds))
         x = self.gather(ids, table)
         if d.architecture == "llama":
             # HF LlamaRotaryEmbedding: inv_freq x positions -> cat -> cos, sin (once per step)

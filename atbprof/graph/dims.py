@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +36,38 @@ class ModelDims:
     vocab: int
     eps: float
     dtype: str  # fp16 | bf16
+    tp: int = 1  # tensor-parallel ranks: the graph is one rank's share (parallel/sharding.py)
+    max_positions: int = 0  # max_position_embeddings (0: not given)
 
     @property
     def head_dim(self) -> int:
         return self.hidden // self.heads
+
+    @property
+    def heads_local(self) -> int:
+        return self.heads // self.tp
+
+    @property
+    def kv_local(self) -> int:
+        """KV heads per rank: split while there are enough, else each rank keeps its query group's one (replicated)."""
+        return self.kv_heads // self.tp if self.kv_heads >= self.tp else 1
+
+    @property
+    def inter_local(self) -> int:
+        return -(-self.inter // self.tp)
+
+    @property
+    def vocab_local(self) -> int:
+        return -(-self.vocab // self.tp)  # Megatron pads the vocabulary to a multiple of tp
+
+    def local(self, by: str) -> tuple[int, int]:
+        """(full, per-rank) size of a sharded dimension: heads, kv_heads, inter or vocab."""
+        return {
+            "heads": (self.heads, self.heads_local),
+            "kv_heads": (self.kv_heads, self.kv_local),
+            "inter": (self.inter, self.inter_local),
+            "vocab": (self.vocab, self.vocab_local),
+        }[by]
 
     @property
     def dsize(self) -> int:
@@ -50,11 +78,32 @@ class ModelDims:
         return "DT_FLOAT16" if self.dtype == "fp16" else "DT_BF16"
 
     def weight_bytes(self) -> int:
-        """Bytes of all weights read once per decode token (embedding counted as one row)."""
-        h, i, d = self.hidden, self.inter, self.head_dim
-        attn = h * (self.heads * d) * 2 + h * (self.kv_heads * d) * 2
+        """Bytes of one rank's weights read once per decode token (embedding counted as one row)."""
+        h, i, d = self.hidden, self.inter_local, self.head_dim
+        attn = h * (self.heads_local * d) * 2 + h * (self.kv_local * d) * 2
         mlp = 3 * h * i if self.architecture == "llama" else 2 * h * i
-        return (self.layers * (attn + mlp + 2 * h) + h + self.vocab * h) * self.dsize
+        return (self.layers * (attn + mlp + 2 * h) + h + self.vocab_local * h) * self.dsize
+
+    def table_bytes(self) -> int:
+        """One rank's share of the embedding table beyond the row weight_bytes counts."""
+        return (self.vocab_local - 1) * self.hidden * self.dsize
+
+    def sharded(self, tp: int) -> ModelDims:
+        """These dims split over `tp` ranks; ConfigError if the heads can not be split that way."""
+        problems = []
+        if self.heads % tp:
+            problems.append(
+                f"parallel.tp = {tp}: {self.name} has {self.heads} attention heads, not divisible by {tp} (each "
+                "rank takes whole heads)"
+            )
+        if self.kv_heads % tp and tp % self.kv_heads:
+            problems.append(
+                f"parallel.tp = {tp}: {self.name} has {self.kv_heads} KV heads; tp must divide them or be a "
+                "multiple of them (then each rank keeps its group's KV head, replicated)"
+            )
+        if problems:
+            raise ConfigError(problems)
+        return replace(self, tp=tp)
 
 
 HF_CONFIG_MAX_BYTES = 1 << 24  # a config.json is a few KB
@@ -136,4 +185,11 @@ def resolve_model(section: ModelSection) -> ModelDims:
         vocab=int(values["vocab_size"]),
         eps=float(values["rms_norm_eps"]),
         dtype=section.dtype,
+        max_positions=_max_positions(hf.get("max_position_embeddings")),
     )
+
+
+def _max_positions(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1 << 31:
+        return value
+    return 0

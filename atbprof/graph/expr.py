@@ -1,8 +1,10 @@
 """Linear expressions over the per-step variables, so one graph describes every step.
 
 A step processes `Sq` new tokens per sequence for `B` sequences against a KV cache of `Skv` tokens (including the
-new ones). Every size in the graph is a linear combination of the monomials in `BASIS`; evaluating the graph for all
-steps at once is then one matrix product.
+new ones). Eager attention attends over `L` cache positions: `Skv`, or the whole allocated cache when the cache
+has a fixed size (TorchAir's fixed KV cache: decode attention runs over max_position_embeddings, masked);
+FlashAttention kernels take the actual lengths and attend over `Skv`. Every size in the graph is a linear
+combination of the monomials in `BASIS`; evaluating the graph for all steps at once is then one matrix product.
 """
 
 from __future__ import annotations
@@ -11,8 +13,15 @@ from collections.abc import Mapping
 
 import numpy as np
 
-BASIS = ("one", "B", "Sq", "Skv", "T", "BKV", "TKV")
-"""one, batch, query tokens per sequence, KV length, T = B*Sq, BKV = B*Skv, TKV = B*Sq*Skv."""
+BASIS = ("one", "B", "Sq", "Skv", "T", "BKV", "TKV", "L", "BL", "TL")
+"""one, batch, query tokens per sequence, KV length, T = B*Sq, BKV = B*Skv, TKV = B*Sq*Skv, L = attended cache
+length, BL = B*L, TL = B*Sq*L."""
+ACTUAL_LENGTHS = {
+    BASIS.index("L"): BASIS.index("Skv"),
+    BASIS.index("BL"): BASIS.index("BKV"),
+    BASIS.index("TL"): BASIS.index("TKV"),
+}
+"""Attended-length monomials -> actual-length ones (a kernel given actual sequence lengths)."""
 
 
 class Lin:
@@ -55,6 +64,14 @@ class Lin:
     def is_constant(self) -> bool:
         return not self.coef[1:].any()
 
+    def at_actual_lengths(self) -> Lin:
+        """This expression with the attended cache length replaced by the actual KV length."""
+        c = self.coef.copy()
+        for src, dst in ACTUAL_LENGTHS.items():
+            c[dst] += c[src]
+            c[src] = 0.0
+        return Lin(c)
+
     def at(self, env: Mapping[str, float]) -> float:
         return float(sum(c * env[n] for n, c in zip(BASIS, self.coef, strict=True) if c))
 
@@ -67,14 +84,21 @@ SKV = Lin(Skv=1)
 T = Lin(T=1)
 BKV = Lin(BKV=1)
 TKV = Lin(TKV=1)
+KVL = Lin(L=1)
+BL = Lin(BL=1)
+TL = Lin(TL=1)
 
 
-def basis_values(batch: int, sq: np.ndarray, skv: np.ndarray) -> np.ndarray:
-    """Values of BASIS for each step: shape (len(BASIS), steps), int64 (sizes stay exact)."""
+def basis_values(batch: int, sq: np.ndarray, skv: np.ndarray, attend: np.ndarray | None = None) -> np.ndarray:
+    """Values of BASIS for each step: shape (len(BASIS), steps), int64 (sizes stay exact); `attend`: the cache
+    length eager attention runs over (default: the KV length)."""
     sq = np.asarray(sq, dtype=np.int64)
     skv = np.asarray(skv, dtype=np.int64)
+    att = skv if attend is None else np.asarray(attend, dtype=np.int64)
     one = np.ones_like(sq)
-    return np.stack([one, one * batch, sq, skv, batch * sq, batch * skv, batch * sq * skv])
+    return np.stack(
+        [one, one * batch, sq, skv, batch * sq, batch * skv, batch * sq * skv, att, batch * att, batch * sq * att]
+    )
 
 
 def evaluate(exprs: list[Lin], values: np.ndarray) -> np.ndarray:

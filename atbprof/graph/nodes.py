@@ -7,7 +7,7 @@ from typing import Literal
 
 from atbprof.graph.expr import ZERO, Lin
 
-Unit = Literal["cube", "vector", "aicpu"]
+Unit = Literal["cube", "vector", "aicpu", "comm"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class Work:
     vec_bytes: Lin = ZERO  # operand bytes through the vector unit, all passes
     vec_flops: Lin = ZERO
     stream_bytes: Lin = ZERO  # weights / KV cache streamed from HBM (never L2-resident)
-    kind: str = ""  # op type of the original kernel (for the icache and bound models)
+    kind: str = ""  # op type of the original kernel (for the icache and bound models); comm: the collective
+    comm_bytes: Lin = ZERO  # comm: bytes of the collective's tensor (AllReduce: input = output; AllGather: output)
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,25 @@ def load_run(path: Path) -> Profile:
             raise InputError(f"{path / 'run.json'}: not a run summary (a JSON object); re-create the run")
         meta = doc
     meta.setdefault("origin_ns", 0)  # a run's times are relative to its own start already
+    ops = _rank_zero(ops, meta)
     frames = _step_frames(steps) if steps is not None else None
     return Profile("atbprof-run", str(path), ops, None, steps, meta, frames)
+
+
+def _rank_zero(ops: pa.Table, meta: dict[str, object]) -> pa.Table:
+    """A multi-device run holds every rank's tasks; the single-device analyses read rank 0 (its steps frame
+    rank 0 too) and say so."""
+    ranks = ops.column("rank")
+    if ranks.null_count == len(ranks) or pc.max(ranks).as_py() == 0:
+        return ops
+    devices = len(pc.unique(ranks))
+    warnings = meta.setdefault("warnings", [])
+    if isinstance(warnings, list):
+        warnings.append(
+            f"a {devices}-device run: this analysis reads rank 0; every rank's tasks are in ops.parquet (column "
+            "rank), and summary.ranks of run.json splits each rank's step time"
+        )
+    return ops.filter(pc.equal(ranks, 0))
 
 
 def _step_frames(steps: pa.Table) -> pa.Table:

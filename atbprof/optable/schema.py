@@ -1,6 +1,7 @@
-"""Op table schema, version 1.
+"""Op table schema, version 2 (version 1 had no rank, stage and comm_bytes).
 
-One row per device task, in the order the device ran them. Runs of `atbprof run` fill every column; an imported
+One row per device task, in the order each device ran them; a multi-device run holds every rank's tasks (rows of
+one rank are in device order, (rank, op_index) is unique). Runs of `atbprof run` fill every column; an imported
 profile (msprof, torch_npu, Kineto) leaves null what its format does not record - only op_index, op_name, op_type,
 task_start_ns and task_dur_ns are always present. Times are integer nanoseconds relative to the run start
 (msprof writes µs with three decimals, i.e. ns precision; integers keep every digit). Column names carry units.
@@ -20,7 +21,7 @@ from atbprof.errors import InputError, SchemaError
 if TYPE_CHECKING:  # pyarrow.parquet is imported where a file is read: analyze of other formats never needs it
     import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 _dict = pa.dictionary(pa.int32(), pa.string())
 
@@ -58,6 +59,9 @@ _FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     *[(f"{p}_ratio", pa.float32(), True, f"{p} pipe busy time / task duration (msprof *_{p}_ratio)") for p in PIPES],
     ("bound", _dict, True, "what limits the kernel: compute | memory | launch (static cost dominates)"),
     ("fused_from", pa.list_(pa.string()), True, "op types this fused kernel replaced; empty if not fused"),
+    ("rank", pa.int32(), True, "global rank (device) that ran the task: tp rank + tp x (stage + pp x dp replica)"),
+    ("stage", pa.int32(), True, "pipeline stage of that rank (0 without pipeline parallelism)"),
+    ("comm_bytes", pa.int64(), True, "collectives: bytes this rank sent over its links (msprof Transit Size)"),
 ]
 
 OPS_SCHEMA = pa.schema(

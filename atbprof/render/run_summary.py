@@ -60,6 +60,8 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
         f"{' (-' + ','.join(cfg.fusion.disable) + ')' if cfg.fusion.disable else ''}; "
         f"batch {w.batch_size}, prompt {w.prompt_len}, {w.decode_tokens} decode steps"
     )
+    par = s.parallel
+    multi = par is not None and par.devices > 1
     head = Table(show_header=False, box=None, pad_edge=False)
     head.add_column(style="bold")
     head.add_column(justify="right", no_wrap=True)
@@ -69,7 +71,19 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
         head.add_row("decode latency", f"{s.decode_ms_per_token:.2f} ms/token")
         head.add_row("throughput", f"{s.tokens_per_s:.1f} tokens/s")
         head.add_row("HBM floor", f"{s.hbm_floor_ms_per_token:.2f} ms/token")
-    head.add_row("device busy", f"{s.device_busy_fraction:.1%}")
+    if multi:
+        assert par is not None
+        head.add_row(
+            "deployment",
+            f"{par.devices} x {result.device_name} (tp {par.tp}, pp {par.pp}, dp {par.dp}; HCCL {par.algorithm} "
+            f"over {par.transport})",
+        )
+        if decode:
+            head.add_row(
+                "communication",
+                f"{s.communication_ms_per_token:.2f} ms/token ({s.communication_share:.1%} of rank 0's step)",
+            )
+    head.add_row("device busy", f"{s.device_busy_fraction:.1%}" + (" (rank 0)" if multi else ""))
     if decode:
         head.add_row("host-bound (device idle in decode)", f"{s.host_bound_fraction:.1%}")
         head.add_row(
@@ -81,11 +95,16 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
         m = s.memory
         fits = "" if m.fits else f"  DOES NOT FIT (needs >= {m.devices_needed} devices)"
         head.add_row(
-            "memory",
+            "memory" + (" per device" if multi else ""),
             f"{m.total_gb:.1f} of {m.capacity_gb:g} GB (weights {m.weights_gb:.1f}, KV {m.kv_cache_gb:.1f}, "
-            f"activations {m.activations_gb:.1f}){fits}",
+            f"activations {m.activations_gb:.1f}"
+            + (f", HCCL buffers {m.communication_gb:.1f}" if multi else "")
+            + f"){fits}",
         )
-    head.add_row("ops", f"{s.ops_total:,} ({s.ops_per_decode_step} per decode step)")
+    per_rank = f" over {par.devices} ranks" if multi and par is not None else ""
+    head.add_row(
+        "ops", f"{s.ops_total:,}{per_rank} ({s.ops_per_decode_step} per decode step{' per rank' if per_rank else ''})"
+    )
     console.print(head)
     figures = s.breakdown_ms_per_token if decode else s.ttft_breakdown_ms
     total = s.decode_ms_per_token if decode else s.ttft_ms
@@ -112,6 +131,21 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
                 f"{t.attributed_ms_per_token:.3f}",
             )
         console.print(top)
+    if multi and decode and len({r.slowdown for r in s.ranks}) > 1:
+        ranks = Table(title="ranks (mean decode step, µs; msprof-analyze's step split)", title_justify="left")
+        for col in ("rank", "slowdown", "step", "computing", "comm (not overlapped)", "waited", "free"):
+            ranks.add_column(col, justify="right", no_wrap=True)
+        for r in s.ranks:
+            ranks.add_row(
+                str(r.rank),
+                f"{r.slowdown:g}",
+                f"{r.step_us:,.1f}",
+                f"{r.computing_us:,.1f}",
+                f"{r.communication_not_overlapped_us:,.1f}",
+                f"{r.communication_wait_us:,.1f}",
+                f"{r.free_us:,.1f}",
+            )
+        console.print(ranks)
     fired: dict[str, dict[str, int]] = {}
     for phase, rules in s.fusion_fired.items():
         for rule, n in rules.items():

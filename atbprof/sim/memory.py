@@ -6,7 +6,9 @@
   step, plus the residual stream held across the layer (eager attention's fp32 scores are what makes long prompts
   run out of memory);
 - workspace: the largest cube<->vector hand-off a fused kernel keeps in global memory on split-core 910B (MIX
-  kernels exchange tiles through GM: at most two UB-sized tiles per vector core in flight), 0 on 910A.
+  kernels exchange tiles through GM: at most two UB-sized tiles per vector core in flight), 0 on 910A;
+- communication: HCCL's send and receive buffers of each communicator a rank belongs to (tensor parallel: one).
+Everything is per device: a tensor-parallel rank holds its share of the weights and KV heads (dims are sharded).
 A caching allocator holds more than this peak, so a run that fits here may still need headroom on a real card;
 one that does not fit here cannot run.
 """
@@ -33,6 +35,7 @@ class MemoryEstimate(BaseModel):
     kv_cache_gb: float
     activations_gb: float
     workspace_gb: float
+    communication_gb: float = 0.0
     total_gb: float
     capacity_gb: float
     fits: bool
@@ -40,6 +43,7 @@ class MemoryEstimate(BaseModel):
     max_context_that_fits: int
     devices_needed: int
     capacity_ignored: bool = False
+    smallest_tp_that_fits: int | None = None  # None: none that the model's heads allow
 
 
 class _Working:
@@ -51,11 +55,11 @@ class _Working:
         for phase, graph in graphs.items():
             work = np.zeros((len(graph.nodes), len(BASIS)))
             space = np.zeros((len(graph.nodes), len(BASIS)))
-            tkv = BASIS.index("TKV")
+            masks = [BASIS.index("TL"), BASIS.index("TKV")]
             for i, n in enumerate(graph.nodes):
                 for e in n.inputs:
                     # a fused attention kernel takes a compressed causal mask, not the eager S x S one
-                    if not (n.rule and e.producer < 0 and e.tensor.nbytes.coef[tkv]):
+                    if not (n.rule and e.producer < 0 and e.tensor.nbytes.coef[masks].any()):
                         work[i] += e.tensor.nbytes.coef
                 for t in n.outputs:
                     work[i] += t.nbytes.coef
@@ -63,8 +67,8 @@ class _Working:
                     space[i] += h.coef
             self.phases[phase] = (work, space)
 
-    def peak(self, phase: str, batch: int, sq: int, skv: int) -> tuple[float, float]:
-        values = basis_values(batch, np.array([sq]), np.array([skv])).astype(np.float64)[:, 0]
+    def peak(self, phase: str, batch: int, sq: int, skv: int, attend: int) -> tuple[float, float]:
+        values = basis_values(batch, np.array([sq]), np.array([skv]), np.array([attend])).astype(np.float64)[:, 0]
         work, space = self.phases[phase]
         # a fused kernel exchanges tiles, not whole tensors: at most `tile_bytes` in flight in its GM workspace
         space_max = float(np.minimum(space @ values, self.tile_bytes).max(initial=0.0))
@@ -72,21 +76,23 @@ class _Working:
 
 
 def _kv_bytes(d: ModelDims, batch: int, context: int) -> float:
-    return 2.0 * d.layers * d.kv_heads * d.head_dim * d.dsize * batch * context
+    return 2.0 * d.layers * d.kv_local * d.head_dim * d.dsize * batch * context
 
 
 def _weights_bytes(d: ModelDims) -> float:
-    return float(d.weight_bytes() + (d.vocab - 1) * d.hidden * d.dsize)
+    return float(d.weight_bytes() + d.table_bytes())
 
 
-def _parts(w: _Working, d: ModelDims, split: bool, batch: int, prompt: int, decode: int) -> tuple[float, ...]:
+def _parts(
+    w: _Working, d: ModelDims, split: bool, batch: int, prompt: int, decode: int, cache_len: int | None
+) -> tuple[float, ...]:
     context = prompt + decode
     act, space = 0.0, 0.0
-    for phase, sq, skv in (("prefill", prompt, prompt), ("decode", 1, context)):
+    for phase, sq, skv, attend in (("prefill", prompt, prompt, prompt), ("decode", 1, context, cache_len or context)):
         if phase in w.phases and (phase == "prefill" or decode > 0):
-            a, s = w.peak(phase, batch, sq, skv)
+            a, s = w.peak(phase, batch, sq, skv, attend)
             act, space = max(act, a + batch * sq * d.hidden * d.dsize), max(space, s)
-    return _weights_bytes(d), _kv_bytes(d, batch, context), act, space if split else 0.0
+    return _weights_bytes(d), _kv_bytes(d, batch, cache_len or context), act, space if split else 0.0
 
 
 def estimate_memory(
@@ -99,14 +105,21 @@ def estimate_memory(
     prompt: int,
     decode: int,
     capacity_ignored: bool = False,
+    cache_len: int | None = None,
+    comm_buffer_bytes: float = 0.0,
+    full_dims: ModelDims | None = None,
 ) -> MemoryEstimate:
+    """`cache_len`: a fixed KV cache's positions; `comm_buffer_bytes`: HCCL buffers per device; `full_dims`: the
+    unsharded model, to find the smallest tensor-parallel degree that fits."""
     working = _Working(graphs, tile_bytes)
 
     def total(b: int, p: int) -> float:
-        return sum(_parts(working, dims, split_cores, b, p, decode)) / GB
+        fixed = max(cache_len, p + decode) if cache_len else None
+        return (sum(_parts(working, dims, split_cores, b, p, decode, fixed)) + comm_buffer_bytes) / GB
 
-    weights, kv, act, space = (x / GB for x in _parts(working, dims, split_cores, batch, prompt, decode))
-    need = weights + kv + act + space
+    weights, kv, act, space = (x / GB for x in _parts(working, dims, split_cores, batch, prompt, decode, cache_len))
+    comm = comm_buffer_bytes / GB
+    need = weights + kv + act + space + comm
     cap = capacity_gb
     if cap <= 0:  # a spec without a capacity: nothing to check against
         max_batch, max_context, devices = 0, 0, 1
@@ -121,6 +134,7 @@ def estimate_memory(
         kv_cache_gb=round(kv, 4),
         activations_gb=round(act, 4),
         workspace_gb=round(space, 4),
+        communication_gb=round(comm, 4),
         total_gb=round(need, 4),
         capacity_gb=cap,
         fits=cap <= 0 or need <= cap,
@@ -128,7 +142,41 @@ def estimate_memory(
         max_context_that_fits=max_context,
         devices_needed=devices,
         capacity_ignored=capacity_ignored,
+        smallest_tp_that_fits=_smallest_tp(
+            full_dims or dims, dims.tp, cap, act + space, batch, prompt, decode, cache_len
+        )
+        if cap > 0
+        else None,
     )
+
+
+def _smallest_tp(
+    full: ModelDims,
+    tp_now: int,
+    cap_gb: float,
+    other_gb: float,
+    batch: int,
+    prompt: int,
+    decode: int,
+    cache_len: int | None,
+) -> int | None:
+    """The smallest tp (a power of two the heads allow) whose per-device weights + KV cache + this run's
+    activations, workspace and a communicator's buffers fit; activations only shrink with tp, so an upper bound."""
+    from atbprof.errors import ConfigError
+
+    tp = 1
+    while tp <= full.heads:
+        try:
+            d = full.sharded(tp) if tp > 1 else full
+        except ConfigError:
+            tp *= 2
+            continue
+        buffers = 0.4 if tp > 1 else 0.0  # 2 x HCCL_BUFFSIZE (200 MB)
+        need = (_weights_bytes(d) + _kv_bytes(d, batch, cache_len or prompt + decode)) / GB + other_gb + buffers
+        if need <= cap_gb:
+            return tp
+        tp *= 2
+    return None
 
 
 def _longest(fits: Callable[[int], bool], start: int) -> int:
@@ -145,7 +193,7 @@ def _longest(fits: Callable[[int], bool], start: int) -> int:
     return lo
 
 
-def does_not_fit(m: MemoryEstimate, device: str, batch: int, context: int) -> str:
+def does_not_fit(m: MemoryEstimate, device: str, batch: int, context: int, tp: int = 1) -> str:
     """The refusal: the numbers, what would fit on this device, how many devices it needs, and the override."""
     fit = []
     if m.max_batch_that_fits:
@@ -153,10 +201,18 @@ def does_not_fit(m: MemoryEstimate, device: str, batch: int, context: int) -> st
     if m.max_context_that_fits:
         fit.append(f"context {m.max_context_that_fits:,} at batch {batch}")
     what = "; fits on this device: " + " or ".join(fit) if fit else "; even batch 1 does not fit on this device"
+    if m.smallest_tp_that_fits and m.smallest_tp_that_fits > tp:
+        tp_hint = f"it fits with parallel.tp: {m.smallest_tp_that_fits} (weights and KV heads split over the cards)"
+    elif m.smallest_tp_that_fits is None:
+        tp_hint = "no tensor-parallel split the model's heads allow makes it fit"
+    else:
+        tp_hint = f"it needs at least {m.devices_needed} devices"
+    where = "one" if tp == 1 else "each"
     return (
-        f"this run does not fit on one {device}: it needs {m.total_gb:.1f} GB (weights {m.weights_gb:.1f}, KV cache "
+        f"this run does not fit on {where} {device}: it needs {m.total_gb:.1f} GB (weights {m.weights_gb:.1f}, "
+        f"KV cache "
         f"{m.kv_cache_gb:.1f} at context {context:,}, activations {m.activations_gb:.1f}, workspace "
-        f"{m.workspace_gb:.1f}) and the device has {m.capacity_gb:g} GB of HBM{what}; it needs at least "
-        f"{m.devices_needed} devices (tensor parallelism is not modelled yet). Reduce workload.batch_size or "
-        "workload.prompt_len, pick a larger device, or set device.ignore_capacity: true to simulate it anyway"
+        f"{m.workspace_gb:.1f}, communication buffers {m.communication_gb:.1f}) and the device has "
+        f"{m.capacity_gb:g} GB of HBM{what}; {tp_hint}. Reduce workload.batch_size or workload.prompt_len, pick a "
+        "larger device, or set device.ignore_capacity: true to simulate it anyway"
     )

@@ -8,7 +8,7 @@ import pyarrow as pa
 from atbprof.graph.expr import BASIS
 from atbprof.graph.nodes import Node, Tensor
 
-_VARYING = np.array([0, 0, 1, 1, 1, 1, 1], dtype=bool)  # everything but `one` and `B` changes between steps
+_VARYING = np.array([0, 0, 1, 1, 1, 1, 1, 1, 1, 1], dtype=bool)  # everything but `one` and `B` changes between steps
 
 
 def _spec(tensors: list[Tensor]) -> tuple[tuple[tuple[float, ...], ...], ...]:
@@ -71,7 +71,7 @@ class ShapeColumns:
             "in": [";".join([e.tensor.dtype for e in n.inputs] + [p.dtype for p in n.params]) for n in nodes],
             "out": [";".join(t.dtype for t in n.outputs) for n in nodes],
         }
-        assert len(BASIS) == 7
+        assert len(BASIS) == len(_VARYING)
 
     def column(self, kind: str, values: np.ndarray, n_steps: int) -> pa.DictionaryArray:
         """Shapes for rows laid out step-major (n_steps x nodes); `values` is (BASIS, n_steps)."""

@@ -24,7 +24,10 @@ from atbprof.graph.dims import ModelDims, resolve_model
 from atbprof.graph.expr import basis_values
 from atbprof.graph.nodes import Graph
 from atbprof.optable.schema import OPS_SCHEMA, PIPES, STEPS_SCHEMA
+from atbprof.parallel.collectives import COMM_STREAM, insert_collectives
+from atbprof.parallel.plan import ParallelPlan, RankClass, plan_parallel
 from atbprof.sim.memory import MemoryEstimate, does_not_fit, estimate_memory
+from atbprof.sim.rank_split import RankSplit
 from atbprof.sim.shapes import ShapeColumns
 from atbprof.sim.steps import StepPlan, plan_steps
 from atbprof.sim.timeline import HostModel, simulate_step
@@ -50,23 +53,33 @@ class PhaseModel:
     op_type: np.ndarray
     stream: np.ndarray
     fused_from: pa.Array
+    comm: np.ndarray  # bool per node: an HCCL task (not slowed by a straggler, launched as a collective)
+    sync: np.ndarray  # bool per node: joins the tp group (an HCCL task or an MC2 kernel): ends with its slowest rank
+
+
+@dataclass
+class RankTimes:
+    """One rank class's timeline of a chunk (int ns arrays are steps x nodes)."""
+
+    cls: RankClass
+    dur: np.ndarray  # as run: a collective that waited for the group's slowest rank lasts until it ended
+    start: np.ndarray
+    wait: np.ndarray
+    lstart: np.ndarray | None
 
 
 @dataclass
 class TimedChunk:
-    """A chunk of steps after the device model and the timeline (int ns arrays are steps x nodes)."""
+    """A chunk of steps after the device model and the timeline of every rank class."""
 
     plan: StepPlan
     chunk: StepPlan
     pm: PhaseModel
     values: np.ndarray
     costs: KernelCosts
-    dur_f: np.ndarray
-    dur: np.ndarray
+    dur_f: np.ndarray  # modelled durations (steps x nodes) before any rank's slowdown
     disp: np.ndarray | None
-    start: np.ndarray
-    wait: np.ndarray
-    lstart: np.ndarray | None
+    ranks: list[RankTimes]
     op_index: int
 
 
@@ -83,8 +96,13 @@ class Dictionaries:
         return np.array([pos[v] for v in values], dtype=np.int32)
 
 
-def _host_model(cfg: RunConfig) -> HostModel:
+def _host_model(cfg: RunConfig, device: DeviceSpec) -> HostModel:
     ex = cfg.execution
+    collective_launch_us = (
+        ex.collective_launch_us
+        if ex.collective_launch_us is not None
+        else (device.topology.host_launch_us if device.topology and ex.mode == "eager" else 0.0)
+    )
     dispatch = (
         ex.host_dispatch_us if ex.host_dispatch_us is not None else (EAGER_DISPATCH_US if ex.mode == "eager" else 0.0)
     )
@@ -106,6 +124,7 @@ def _host_model(cfg: RunConfig) -> HostModel:
             * 1e3
         ),
         sync_ns=round(ex.sync_us * 1e3),
+        collective_launch_ns=round(collective_launch_us * 1e3),
     )
 
 
@@ -126,13 +145,35 @@ def _check_representable(costs: KernelCosts, phase: str, cfg: RunConfig) -> None
             )
 
 
+def _fixed_cache_len(cfg: RunConfig, dims: ModelDims) -> int | None:
+    """Positions of a fixed KV cache (None: dynamic); it must hold every token of the run."""
+    w = cfg.workload
+    if w.kv_cache == "dynamic":
+        if w.kv_cache_len is not None:
+            raise ConfigError("workload.kv_cache_len is set but workload.kv_cache is dynamic: set kv_cache: fixed")
+        return None
+    length = w.kv_cache_len or dims.max_positions
+    if not length:
+        raise ConfigError(
+            f"workload.kv_cache = fixed: {dims.name} gives no max_position_embeddings; set workload.kv_cache_len"
+        )
+    needed = w.prompt_len + w.decode_tokens
+    if length < needed:
+        raise ConfigError(
+            f"workload.kv_cache = fixed with {length:,} positions can not hold prompt_len + decode_tokens = "
+            f"{needed:,} tokens: raise workload.kv_cache_len or shorten the run"
+        )
+    return length
+
+
 class Simulation:
     """Everything resolved from a config; `batches()` streams the op table."""
 
     def __init__(self, cfg: RunConfig, batch_rows: int = 1 << 17) -> None:
         self.cfg = cfg
-        self.dims: ModelDims = resolve_model(cfg.model)
         self.device: DeviceSpec = load_device(cfg.device.preset, cfg.device.spec)
+        full = resolve_model(cfg.model)
+        self.dims: ModelDims = full.sharded(cfg.parallel.tp) if cfg.parallel.tp > 1 else full  # one rank's share
         if cfg.model.dtype == "bf16" and not self.device.supports_bf16:
             raise ConfigError(
                 f"model.dtype = 'bf16': device {self.device.name} ({self.device.soc_version}) has no bf16 cube "
@@ -140,12 +181,14 @@ class Simulation:
             )
         rules = load_rules(cfg.fusion.rules_file)
         self.rules: list[Rule] = rules.resolve(cfg.fusion.strategy, cfg.fusion.enable, cfg.fusion.disable)
-        self.host = _host_model(cfg)
+        self.host = _host_model(cfg, self.device)
+        self.parallel: ParallelPlan = plan_parallel(cfg, self.device)
         wf = cfg.execution.weight_format or ("nd" if cfg.execution.mode == "eager" else "nz")
         self.weights_nz = wf == "nz"
         self.batch_rows = batch_rows  # rows per streamed batch (whole steps): bounds memory
-        self.plans: list[StepPlan] = plan_steps(cfg.workload.prompt_len, cfg.workload.decode_tokens)
-        base = build_graph(self.dims)
+        self.kv_cache_len = _fixed_cache_len(cfg, full)
+        self.plans: list[StepPlan] = plan_steps(cfg.workload.prompt_len, cfg.workload.decode_tokens, self.kv_cache_len)
+        base = insert_collectives(build_graph(self.dims), self.dims)
         self.base_ops_per_step = len(base.nodes)
         self.phases: dict[str, PhaseModel] = {}
         fused = {}
@@ -187,15 +230,28 @@ class Simulation:
                 op_type=self.dicts.index([n.op_type for n in nodes], self.dicts.types),
                 stream=np.array([n.stream for n in nodes], dtype=np.int32),
                 fused_from=pa.array([list(n.fused_from) for n in nodes], pa.list_(pa.string())),
+                comm=np.array([n.stream == COMM_STREAM for n in nodes], dtype=bool),
+                sync=np.array([any(w.unit == "comm" for w in n.work) for n in nodes], dtype=bool),
             )
+        self._dicts_arrays = {
+            "phase": pa.array(list(PHASES), pa.string()),
+            "bound": pa.array(list(BOUND_NAMES), pa.string()),
+            "type": pa.array(list(TASK_TYPES), pa.string()),
+            "role": pa.array(self.dicts.roles, pa.string()),
+            "name": pa.array(self.dicts.names, pa.string()),
+            "optype": pa.array(self.dicts.types, pa.string()),
+        }
         self.step_rows: list[dict[str, object]] = []
-        self.total_ops = sum(len(self.phases[p.phase].graph.nodes) * len(p.steps) for p in self.plans)
+        devices = self.parallel.devices
+        self.ops_per_rank = sum(len(self.phases[p.phase].graph.nodes) * len(p.steps) for p in self.plans)
+        self.total_ops = self.ops_per_rank * devices
         cap = cfg.output.max_ops
         if self.total_ops > cap:
             per_step = len(self.phases[self.plans[-1].phase].graph.nodes)
+            ranks = f" x {devices:,} devices" if devices > 1 else ""
             raise ConfigError(
                 f"this run would produce {self.total_ops:,} ops ({per_step:,} per decode step x "
-                f"{cfg.workload.decode_tokens + 1:,} steps), more than output.max_ops = {cap:,}: reduce "
+                f"{cfg.workload.decode_tokens + 1:,} steps{ranks}), more than output.max_ops = {cap:,}: reduce "
                 "workload.decode_tokens (or the model's layers), or raise output.max_ops"
             )
         w = cfg.workload
@@ -209,28 +265,51 @@ class Simulation:
             w.prompt_len,
             w.decode_tokens,
             capacity_ignored=cfg.device.ignore_capacity,
+            cache_len=self.kv_cache_len,
+            comm_buffer_bytes=self.device.topology.buffer_mb * 1e6
+            if self.device.topology and cfg.parallel.tp > 1
+            else 0.0,
+            full_dims=full,
         )
         if not self.memory.fits and not cfg.device.ignore_capacity:
-            raise ConfigError(does_not_fit(self.memory, self.device.name, w.batch_size, w.prompt_len + w.decode_tokens))
+            raise ConfigError(
+                does_not_fit(
+                    self.memory,
+                    self.device.name,
+                    w.batch_size,
+                    self.kv_cache_len or w.prompt_len + w.decode_tokens,
+                    cfg.parallel.tp,
+                )
+            )
 
     # -- streaming --------------------------------------------------------------------------------------------
     def _timed_chunks(self) -> Iterator[TimedChunk]:
-        """Each chunk of steps with its kernel costs and host/device timeline; records the step rows."""
+        """Each chunk of steps with its kernel costs and every rank class's host/device timeline; records the
+        step rows (of rank 0's timeline) and each class's per-step time split."""
         rng = np.random.default_rng(self.cfg.seed)
         jitter = self.cfg.execution.jitter
+        classes = self.parallel.classes
         op_index = 0
-        host_start = 0
-        prev_end = 0
+        # per class: the host start of its next step (its group's critical class sets it) and its last device end
+        host_start = [0] * len(classes)
+        prev_end = [0] * len(classes)
+        critical_of = [
+            next(c for c, o in enumerate(classes) if o.critical and o.group_factor == rc.group_factor) for rc in classes
+        ]
+        reporting = next(c for c, rc in enumerate(classes) if 0 in rc.ranks)
         self.step_rows = []
+        self.rank_split = RankSplit(len(classes))
         b = self.cfg.workload.batch_size
         for plan in self.plans:
             pm = self.phases[plan.phase]
             n_nodes = len(pm.graph.nodes)
             for chunk in plan.chunks(max(1, self.batch_rows // n_nodes)):
                 k = len(chunk.steps)
-                values = basis_values(b, chunk.sq, chunk.skv)
+                values = basis_values(b, chunk.sq, chunk.skv, chunk.attend)
                 with np.errstate(over="raise", invalid="raise", divide="raise"):  # garbage in: stop, not NaN out
-                    costs = evaluate_costs(pm.reps, self.device, values, self.weights_nz)
+                    costs = evaluate_costs(
+                        pm.reps, self.device, values, self.weights_nz, comm_group=self.parallel.group
+                    )
                 _check_representable(costs, plan.phase, self.cfg)
                 # rows are step-major: row = step_offset * n_nodes + node
                 cols = np.arange(k)[:, None]
@@ -239,39 +318,61 @@ class Simulation:
                 if jitter.kernel_cv > 0:
                     sigma = np.sqrt(np.log1p(jitter.kernel_cv**2))
                     dur_f = dur_f * np.exp(np.abs(rng.normal(0.0, sigma, dur_f.shape)))
-                dur = np.maximum(np.rint(dur_f).astype(np.int64), 1)
                 disp = None
                 if self.host.mode == "eager":
-                    disp = np.full(dur.shape, self.host.dispatch_ns, dtype=np.int64)
+                    disp = np.full(dur_f.shape, self.host.dispatch_ns, dtype=np.int64)
+                    disp[:, pm.comm] = self.host.collective_launch_ns
                     if jitter.host_cv > 0:
                         sigma = np.sqrt(np.log1p(jitter.host_cv**2))
                         disp = np.rint(disp * np.exp(np.abs(rng.normal(0.0, sigma, disp.shape)))).astype(np.int64)
-                start = np.empty_like(dur)
-                end = np.empty_like(dur)
-                wait = np.empty_like(dur)
-                lstart = np.empty_like(dur) if disp is not None else None
+                times = []
+                for rc in classes:
+                    df = dur_f if rc.factor == 1.0 else np.where(pm.comm[None, :], dur_f, dur_f * rc.factor)
+                    dur = np.maximum(np.rint(df).astype(np.int64), 1)
+                    times.append(RankTimes(rc, dur, np.empty_like(dur), np.empty_like(dur), None))
+                    if disp is not None:
+                        times[-1].lstart = np.empty_like(dur)
                 for j in range(k):
-                    tl = simulate_step(dur[j], None if disp is None else disp[j], self.host, host_start, prev_end)
-                    start[j], end[j], wait[j] = tl.start, tl.end, tl.wait
-                    if lstart is not None and tl.launch_start is not None:
-                        lstart[j] = tl.launch_start
-                    self.step_rows.append(
-                        {
-                            "step": int(chunk.steps[j]),
-                            "phase": plan.phase,
-                            "kv_len": int(chunk.skv[j]),
-                            "tokens": int(b * chunk.sq[j]),
-                            "host_start_ns": tl.host_start,
-                            "host_overhead_ns": tl.host_overhead,
-                            "first_op_index": op_index + j * n_nodes,
-                            "op_count": n_nodes,
-                            "device_start_ns": int(tl.start[0]),
-                            "device_end_ns": int(tl.end[-1]),
-                            "sync_end_ns": tl.sync_end,
-                        }
-                    )
-                    host_start, prev_end = tl.sync_end, int(tl.end[-1])
-                yield TimedChunk(plan, chunk, pm, values, costs, dur_f, dur, disp, start, wait, lstart, op_index)
+                    starts = list(host_start)  # this step's: a critical class moves its own on as it finishes
+                    for c, rt in enumerate(times):
+                        floor = None
+                        if not rt.cls.critical:  # its collectives end when the group's slowest rank's do
+                            crit = times[critical_of[c]]
+                            floor = np.where(pm.sync, crit.start[j] + crit.dur[j], 0)
+                        tl = simulate_step(
+                            rt.dur[j],
+                            None if disp is None else disp[j],
+                            self.host,
+                            starts[critical_of[c]],
+                            prev_end[c],
+                            floor,
+                        )
+                        rt.start[j], rt.wait[j] = tl.start, tl.wait
+                        waited = int((tl.end - tl.start - rt.dur[j])[pm.sync].sum())
+                        rt.dur[j] = tl.end - tl.start
+                        if rt.lstart is not None and tl.launch_start is not None:
+                            rt.lstart[j] = tl.launch_start
+                        self.rank_split.add(c, plan.phase, tl, rt.dur[j], pm.comm, waited)
+                        if c == reporting:
+                            self.step_rows.append(
+                                {
+                                    "step": int(chunk.steps[j]),
+                                    "phase": plan.phase,
+                                    "kv_len": int(chunk.skv[j]),
+                                    "tokens": int(b * chunk.sq[j]),
+                                    "host_start_ns": tl.host_start,
+                                    "host_overhead_ns": tl.host_overhead,
+                                    "first_op_index": op_index + j * n_nodes,
+                                    "op_count": n_nodes,
+                                    "device_start_ns": int(tl.start[0]),
+                                    "device_end_ns": int(tl.end[-1]),
+                                    "sync_end_ns": tl.sync_end,
+                                }
+                            )
+                        prev_end[c] = int(tl.end[-1])
+                        if rt.cls.critical:
+                            host_start[c] = tl.sync_end
+                yield TimedChunk(plan, chunk, pm, values, costs, dur_f, disp, times, op_index)
                 op_index += k * n_nodes
 
     def step_walls(self) -> pa.Table:
@@ -280,81 +381,94 @@ class Simulation:
             pass
         return self.steps_table()
 
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        phase_dict = pa.array(list(PHASES), pa.string())
-        bound_dict = pa.array(list(BOUND_NAMES), pa.string())
-        type_dict = pa.array(list(TASK_TYPES), pa.string())
-        role_dict = pa.array(self.dicts.roles, pa.string())
-        name_dict = pa.array(self.dicts.names, pa.string())
-        optype_dict = pa.array(self.dicts.types, pa.string())
+    def batches(self, only_rank: int | None = None) -> Iterator[pa.RecordBatch]:
+        """The op table in batches of whole steps: per chunk, each rank's rows (rank 0 first); `only_rank`: just
+        that rank's (a single-device view: the summary, the trace)."""
         for tc in self._timed_chunks():
-            plan, chunk, pm, values, costs = tc.plan, tc.chunk, tc.pm, tc.values, tc.costs
-            dur_f, dur, disp, start, wait, lstart, op_index = (
-                tc.dur_f,
-                tc.dur,
-                tc.disp,
-                tc.start,
-                tc.wait,
-                tc.lstart,
-                tc.op_index,
-            )
-            n_nodes = len(pm.graph.nodes)
-            k = len(chunk.steps)
-            cols = np.arange(k)[:, None]
-            sig = pm.sig[None, :]
-            rows = k * n_nodes
-            take = (sig.repeat(k, axis=0), np.broadcast_to(cols, (k, n_nodes)))
-            pipe_ns = {p: np.rint(costs.pipes[p][take]).astype(np.int64).ravel() for p in PIPES}
-            dflat = dur.ravel()
-            scale = dflat / np.maximum(dur_f.ravel(), 1e-9)  # jitter stretches pipes with the task
-            arrays: dict[str, pa.Array] = {
-                "op_index": pa.array(np.arange(op_index, op_index + rows, dtype=np.int64)),
-                "step": pa.array(np.repeat(chunk.steps.astype(np.int32), n_nodes)),
-                "phase": pa.DictionaryArray.from_arrays(
-                    pa.array(np.full(rows, PHASES.index(plan.phase), dtype=np.int32)), phase_dict
-                ),
-                "layer": pa.array(np.tile(pm.layer, k)),
-                "node_id": pa.array(np.tile(np.arange(n_nodes, dtype=np.int32), k)),
-                "role": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.role, k)), role_dict),
-                "op_name": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.name, k)), name_dict),
-                "op_type": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.op_type, k)), optype_dict),
-                "task_type": pa.DictionaryArray.from_arrays(
-                    pa.array(np.tile(costs.task_type[pm.sig].astype(np.int32), k)), type_dict
-                ),
-                "stream_id": pa.array(np.tile(pm.stream, k)),
-                "task_id": pa.array((np.arange(op_index, op_index + rows) % 65536).astype(np.int32)),
-                "task_start_ns": pa.array(start.ravel()),
-                "task_dur_ns": pa.array(dflat),
-                "task_wait_ns": pa.array(wait.ravel()),
-                "host_launch_start_ns": pa.array(
-                    lstart.ravel() if lstart is not None else np.zeros(rows, np.int64),
-                    mask=None if lstart is not None else np.ones(rows, bool),
-                ),
-                "host_launch_dur_ns": pa.array(
-                    disp.ravel() if disp is not None else np.zeros(rows, np.int64),
-                    mask=None if disp is not None else np.ones(rows, bool),
-                ),
-                "block_dim": pa.array(costs.block_dim[take].astype(np.int32).ravel()),
-                "mix_block_dim": pa.array(costs.mix_block_dim[take].astype(np.int32).ravel()),
-                "input_shapes": pm.shapes.column("in", values, k),
-                "input_dtypes": pm.shapes.dtype_column("in", k),
-                "output_shapes": pm.shapes.column("out", values, k),
-                "output_dtypes": pm.shapes.dtype_column("out", k),
-                "kv_len": pa.array(np.repeat(chunk.skv.astype(np.int32), n_nodes)),
-                "flops": pa.array(np.rint(costs.flops[take]).astype(np.int64).ravel()),
-                "hbm_read_bytes": pa.array(np.rint(costs.hbm_read[take]).astype(np.int64).ravel()),
-                "hbm_write_bytes": pa.array(np.rint(costs.hbm_write[take]).astype(np.int64).ravel()),
-            }
-            for p in PIPES:
-                t = np.minimum(np.rint(pipe_ns[p] * scale).astype(np.int64), dflat)
-                arrays[f"{p}_time_ns"] = pa.array(t)
-            for p in PIPES:
-                arrays[f"{p}_ratio"] = pa.array((arrays[f"{p}_time_ns"].to_numpy() / dflat).astype(np.float32))
-            arrays["bound"] = pa.DictionaryArray.from_arrays(
-                pa.array(costs.bound[take].astype(np.int32).ravel()), bound_dict
-            )
-            arrays["fused_from"] = pm.fused_from.take(pa.array(np.tile(np.arange(n_nodes), k)))
-            yield pa.RecordBatch.from_arrays([arrays[f.name] for f in OPS_SCHEMA], schema=OPS_SCHEMA)
+            shared = self._shared_columns(tc)
+            for rt in sorted(tc.ranks, key=lambda r: int(r.cls.ranks[0])):
+                wanted = rt.cls.ranks if only_rank is None else rt.cls.ranks[rt.cls.ranks == only_rank]
+                if not len(wanted):
+                    continue
+                arrays = {**shared, **self._time_columns(tc, rt)}
+                for r in wanted:
+                    rows = len(arrays["op_index"])
+                    arrays["rank"] = pa.array(np.full(rows, r, dtype=np.int32))
+                    arrays["stage"] = pa.array(np.full(rows, self.parallel.stage_of(np.array([r]))[0], np.int32))
+                    yield pa.RecordBatch.from_arrays([arrays[f.name] for f in OPS_SCHEMA], schema=OPS_SCHEMA)
+
+    def _shared_columns(self, tc: TimedChunk) -> dict[str, pa.Array]:
+        """The columns every rank of the chunk has in common (what ran, not when)."""
+        plan, chunk, pm, values, costs, op_index = tc.plan, tc.chunk, tc.pm, tc.values, tc.costs, tc.op_index
+        n_nodes = len(pm.graph.nodes)
+        k = len(chunk.steps)
+        rows = k * n_nodes
+        cols = np.arange(k)[:, None]
+        take = (pm.sig[None, :].repeat(k, axis=0), np.broadcast_to(cols, (k, n_nodes)))
+        d = self._dicts_arrays
+        comm_bytes = np.rint(costs.comm_bytes[take]).astype(np.int64).ravel()
+        comm_rows = np.tile(pm.comm, k)
+        return {
+            "op_index": pa.array(np.arange(op_index, op_index + rows, dtype=np.int64)),
+            "step": pa.array(np.repeat(chunk.steps.astype(np.int32), n_nodes)),
+            "phase": pa.DictionaryArray.from_arrays(
+                pa.array(np.full(rows, PHASES.index(plan.phase), dtype=np.int32)), d["phase"]
+            ),
+            "layer": pa.array(np.tile(pm.layer, k)),
+            "node_id": pa.array(np.tile(np.arange(n_nodes, dtype=np.int32), k)),
+            "role": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.role, k)), d["role"]),
+            "op_name": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.name, k)), d["name"]),
+            "op_type": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.op_type, k)), d["optype"]),
+            "task_type": pa.DictionaryArray.from_arrays(
+                pa.array(np.tile(costs.task_type[pm.sig].astype(np.int32), k)), d["type"]
+            ),
+            "stream_id": pa.array(np.tile(pm.stream, k)),
+            "task_id": pa.array((np.arange(op_index, op_index + rows) % 65536).astype(np.int32)),
+            "block_dim": pa.array(costs.block_dim[take].astype(np.int32).ravel()),
+            "mix_block_dim": pa.array(costs.mix_block_dim[take].astype(np.int32).ravel()),
+            "input_shapes": pm.shapes.column("in", values, k),
+            "input_dtypes": pm.shapes.dtype_column("in", k),
+            "output_shapes": pm.shapes.column("out", values, k),
+            "output_dtypes": pm.shapes.dtype_column("out", k),
+            "kv_len": pa.array(np.repeat(chunk.skv.astype(np.int32), n_nodes)),
+            "flops": pa.array(np.rint(costs.flops[take]).astype(np.int64).ravel()),
+            "hbm_read_bytes": pa.array(np.rint(costs.hbm_read[take]).astype(np.int64).ravel()),
+            "hbm_write_bytes": pa.array(np.rint(costs.hbm_write[take]).astype(np.int64).ravel()),
+            "bound": pa.DictionaryArray.from_arrays(pa.array(costs.bound[take].astype(np.int32).ravel()), d["bound"]),
+            "fused_from": pm.fused_from.take(pa.array(np.tile(np.arange(n_nodes), k))),
+            "comm_bytes": pa.array(comm_bytes, mask=~comm_rows),
+        }
+
+    def _time_columns(self, tc: TimedChunk, rt: RankTimes) -> dict[str, pa.Array]:
+        """When one rank class ran each task: times, waits, host launches, pipe busy times."""
+        costs = tc.costs
+        n_nodes = len(tc.pm.graph.nodes)
+        k = len(tc.chunk.steps)
+        rows = k * n_nodes
+        take = (tc.pm.sig[None, :].repeat(k, axis=0), np.broadcast_to(np.arange(k)[:, None], (k, n_nodes)))
+        dflat = rt.dur.ravel()
+        # jitter and a straggler's slowdown stretch the pipes with the task (a collective's wait does not: 0 pipes)
+        scale = dflat / np.maximum(tc.dur_f.ravel(), 1e-9)
+        disp = tc.disp
+        out: dict[str, pa.Array] = {
+            "task_start_ns": pa.array(rt.start.ravel()),
+            "task_dur_ns": pa.array(dflat),
+            "task_wait_ns": pa.array(rt.wait.ravel()),
+            "host_launch_start_ns": pa.array(
+                rt.lstart.ravel() if rt.lstart is not None else np.zeros(rows, np.int64),
+                mask=None if rt.lstart is not None else np.ones(rows, bool),
+            ),
+            "host_launch_dur_ns": pa.array(
+                disp.ravel() if disp is not None else np.zeros(rows, np.int64),
+                mask=None if disp is not None else np.ones(rows, bool),
+            ),
+        }
+        for p in PIPES:
+            pipe = np.rint(costs.pipes[p][take]).astype(np.int64).ravel()
+            t = np.minimum(np.rint(pipe * scale).astype(np.int64), dflat)
+            out[f"{p}_time_ns"] = pa.array(t)
+            out[f"{p}_ratio"] = pa.array((t / dflat).astype(np.float32))
+        return out
 
     def steps_table(self) -> pa.Table:
         return pa.Table.from_pylist(self.step_rows, schema=STEPS_SCHEMA)

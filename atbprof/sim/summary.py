@@ -10,6 +10,8 @@ from pydantic import BaseModel
 
 from atbprof.sim.categories import CATEGORIES
 from atbprof.sim.memory import MemoryEstimate
+from atbprof.sim.parallel_summary import CollectiveUse, Deployment
+from atbprof.sim.rank_split import RankStepSplit
 
 NORM_TYPES = ("RmsNorm", "AddRmsNorm", "LayerNormV3", "AddLayerNorm", "LayerNorm")
 
@@ -50,6 +52,12 @@ class RunSummary(BaseModel):
     near_misses: list[NearMissRow]
     decode_steps: int
     memory: MemoryEstimate | None = None
+    # the deployment (sim/parallel_summary.py); one card: tp = pp = dp = 1 and no collectives
+    parallel: Deployment | None = None
+    communication_ms_per_token: float = 0.0  # rank 0's collectives per decode step (waits included)
+    communication_share: float = 0.0  # of rank 0's decode step
+    collectives: list[CollectiveUse] = []
+    ranks: list[RankStepSplit] = []
 
 
 class Latency(BaseModel):
@@ -134,7 +142,7 @@ class SummaryBuilder:
             self.cat[name] += float(inc[cat == name].sum())
         bound = batch.column("bound").filter(pa.array(decode))
         bnames = np.array(bound.dictionary.to_pylist())[bound.indices.to_numpy()]
-        for b in ("compute", "memory", "launch"):
+        for b in ("compute", "memory", "launch", "communication"):
             self.bound[b] += float(inc[bnames == b].sum())
         ot = batch.column("op_type").filter(pa.array(decode))
         tidx = ot.indices.to_numpy()
@@ -192,7 +200,11 @@ class SummaryBuilder:
             ops_per_decode_step=self.decode_ops // max(n_dec, 1),
             breakdown_ms_per_token={kk: round(v, 4) for kk, v in breakdown.items()},
             ttft_breakdown_ms={kk: round(v, 4) for kk, v in ttft_rows.items()},
-            bound_ms_per_token={b: round(self.bound[b] / k, 4) for b in ("compute", "memory", "launch")},
+            bound_ms_per_token={
+                b: round(self.bound[b] / k, 4)
+                for b in ("compute", "memory", "launch", "communication")
+                if b != "communication" or self.bound[b]
+            },
             top_op_types=[
                 OpTypeTime(
                     op_type=t,

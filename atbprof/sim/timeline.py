@@ -6,6 +6,11 @@ tasks in order: s_i = max(e_{i-1}, ready_i), e_i = s_i + dur_i. Both recurrences
 cumulative sums and running maxima. Graph mode: one host launch per step, then the device runs the captured graph
 with a fixed device-side gap between kernels. Each step ends with the sampled token copied back (`sync`), which
 the next step's host work waits for. All times are integer ns.
+
+Ranks of a tensor-parallel group meet in every collective: a collective can not end before the slowest rank has
+reached it. `min_end` gives each task the earliest time it may end (the group's collective end, from the slowest
+rank; 0 for other tasks); the task then lasts from its own start until then, as msprof shows a collective that
+waited. With `min_end` the recurrences become e_i = max(e_{i-1} + ..., min_end_i): the same max-plus scan.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ class HostModel:
     queue_depth: int
     step_overhead_ns: int
     sync_ns: int
+    collective_launch_ns: int = 0  # eager: host cost of launching one HCCL collective
 
 
 @dataclass
@@ -45,18 +51,35 @@ def _scan_max_plus(lower: np.ndarray, incr: np.ndarray, first: int) -> np.ndarra
     return c + np.maximum(first, np.maximum.accumulate(lower - c))
 
 
+def _ends_with_floor(first_start: int, dur: np.ndarray, gaps: np.ndarray, min_end: np.ndarray) -> np.ndarray:
+    """e_i = max(e_{i-1} + gap_i + dur_i, min_end_i), e_0 = max(first_start + dur_0, min_end_0)."""
+    incr = np.concatenate((gaps[1:] + dur[1:], [0]))
+    return _scan_max_plus(min_end, incr, first_start + int(dur[0]))
+
+
 def simulate_step(
-    dur: np.ndarray, dispatch: np.ndarray | None, host: HostModel, host_start: int, prev_end: int
+    dur: np.ndarray,
+    dispatch: np.ndarray | None,
+    host: HostModel,
+    host_start: int,
+    prev_end: int,
+    min_end: np.ndarray | None = None,
 ) -> StepTimeline:
-    """One step: `dur` and `dispatch` are int64 ns per task in issue order; `prev_end` = last device end."""
+    """One step: `dur` and `dispatch` are int64 ns per task in issue order; `prev_end` = last device end;
+    `min_end`: earliest end per task (collectives waiting for the slowest rank), None for none."""
     n = len(dur)
     t_launch = host_start + host.step_overhead_ns
     if host.mode == "graph" or dispatch is None:
         ready_first = t_launch + host.graph_launch_ns + host.latency_ns
         gaps = np.full(n, host.device_gap_ns, dtype=np.int64)
         gaps[0] = 0
-        start = np.maximum(ready_first, prev_end) + np.concatenate(([0], np.cumsum(dur[:-1] + gaps[1:])))
-        end = start + dur
+        first = max(ready_first, prev_end)
+        if min_end is None:
+            start = first + np.concatenate(([0], np.cumsum(dur[:-1] + gaps[1:])))
+            end = start + dur
+        else:
+            end = _ends_with_floor(first, dur, gaps, min_end)
+            start = np.concatenate(([first], end[:-1] + gaps[1:]))
         launch_start = launch_dur = None
     else:
         q = host.queue_depth
@@ -75,9 +98,16 @@ def simulate_step(
             ls = _scan_max_plus(lower, d, prev_launch_end)
             ready = ls + d + host.latency_ns
             u = dur[a:b]
-            p_excl = np.concatenate(([0], np.cumsum(u[:-1], dtype=np.int64)))
-            s = p_excl + np.maximum(last_end, np.maximum.accumulate(ready - p_excl))
-            start[a:b], end[a:b], launch_start[a:b] = s, s + u, ls
+            if min_end is None:
+                p_excl = np.concatenate(([0], np.cumsum(u[:-1], dtype=np.int64)))
+                s = p_excl + np.maximum(last_end, np.maximum.accumulate(ready - p_excl))
+                e = s + u
+            else:  # e_i = max(e_{i-1} + u_i, ready_i + u_i, min_end_i); s_i = max(e_{i-1}, ready_i)
+                lower = np.maximum(ready + u, min_end[a:b])
+                incr = np.concatenate((u[1:], [0]))
+                e = _scan_max_plus(lower, incr, last_end + int(u[0]))
+                s = np.maximum(np.concatenate(([last_end], e[:-1])), ready)
+            start[a:b], end[a:b], launch_start[a:b] = s, e, ls
             prev_launch_end = int(ls[-1] + d[-1])
             last_end = int(end[b - 1])
         launch_dur = dispatch

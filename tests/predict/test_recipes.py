@@ -8,11 +8,11 @@ import pytest
 from atbprof.fusion import FusionContext, apply_fusion, load_rules
 from atbprof.graph.builder import GraphBuilder
 from atbprof.graph.dims import ModelDims
-from atbprof.graph.expr import Lin
+from atbprof.graph.expr import BASIS, Lin
 from atbprof.graph.nodes import Graph
 from atbprof.predict.recipes import load_recipes
 
-ONE = np.eye(7)[0]
+ONE = np.eye(len(BASIS))[0]
 
 
 def _run_norm_passes(layer_norm: bool) -> float:

@@ -1,0 +1,110 @@
+"""The multi-device part of a run's summary: the deployment, its communication per token, the bandwidth each
+collective reached and every rank's step split (pure: reads a finished Simulation)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from atbprof.device.collectives import collective_ns, transit_bytes
+from atbprof.graph.expr import basis_values
+from atbprof.sim.rank_split import RankStepSplit
+
+if TYPE_CHECKING:
+    from atbprof.sim.simulate import Simulation
+    from atbprof.sim.summary import RunSummary
+
+
+class Deployment(BaseModel):
+    tp: int
+    pp: int
+    dp: int
+    devices: int
+    transport: str  # the tensor-parallel group's slowest link (HCCS, PCIE, RDMA), "" on one card
+    algorithm: str  # HCCL's algorithm per level, e.g. "mesh" or "ring+halving_doubling"
+
+
+class CollectiveUse(BaseModel):
+    """One kind of collective of one phase: per step, and what it reached (rank 0, the first step of the phase)."""
+
+    phase: str
+    op_type: str
+    role: str
+    count_per_step: int
+    message_bytes: int  # the tensor (AllReduce input, AllGather output)
+    transit_bytes: int  # what one rank sends over its links (msprof Transit Size)
+    transfer_us: float  # alpha-beta transfer time, without the static task cost or any wait
+    task_us: float  # the task as it runs: static cost + transfer
+    bandwidth_gbps: float  # transit_bytes / transfer time (msprof's Bandwidth(GB/s))
+
+
+def _collectives(sim: Simulation) -> list[CollectiveUse]:
+    group = sim.parallel.group
+    topo = sim.device.topology
+    static_us = topo.collective_static_us if topo else 0.0
+    out = []
+    for plan in sim.plans:
+        pm = sim.phases[plan.phase]
+        values = basis_values(sim.cfg.workload.batch_size, plan.sq[:1], plan.skv[:1], plan.attend[:1]).astype(
+            np.float64
+        )
+        seen: dict[tuple[str, str], list[Any]] = {}
+        for n in pm.graph.nodes:
+            for w in n.work:
+                if w.unit != "comm":
+                    continue
+                nbytes = np.asarray(w.comm_bytes.coef @ values)
+                key = (n.op_type, n.role)
+                if key not in seen:
+                    ns = float(collective_ns(w.kind, group, nbytes)[0])
+                    sent = float(transit_bytes(w.kind, group, nbytes)[0])
+                    seen[key] = [0, float(nbytes[0]), sent, ns]
+                seen[key][0] += 1
+        for (op_type, role), (count, nbytes, sent, ns) in seen.items():
+            out.append(
+                CollectiveUse(
+                    phase=plan.phase,
+                    op_type=op_type,
+                    role=role,
+                    count_per_step=count,
+                    message_bytes=round(nbytes),
+                    transit_bytes=round(sent),
+                    transfer_us=round(ns / 1e3, 3),
+                    task_us=round(ns / 1e3 + static_us, 3),
+                    bandwidth_gbps=round(sent / ns, 3) if ns else 0.0,
+                )
+            )
+    return out
+
+
+def parallel_summary(sim: Simulation, summary: RunSummary) -> dict[str, Any]:
+    """The RunSummary fields that describe the deployment (one card: tp = pp = dp = 1, no collectives)."""
+    plan = sim.parallel
+    group = plan.group
+    ranks = []
+    for c, rc in enumerate(plan.classes):
+        split = sim.rank_split.decode_means(c)
+        stages = plan.stage_of(rc.ranks)
+        for r, stage in zip(rc.ranks, stages, strict=True):
+            ranks.append(RankStepSplit(rank=int(r), stage=int(stage), slowdown=rc.factor, **split))
+    ranks.sort(key=lambda row: row.rank)
+    rank0 = ranks[0]
+    comm_ms = rank0.communication_us / 1e3
+    step_ms = rank0.step_us / 1e3
+    return {
+        "parallel": Deployment(
+            tp=plan.tp,
+            pp=plan.pp,
+            dp=plan.dp,
+            devices=plan.devices,
+            transport=group.transport,
+            algorithm="+".join(lv.algorithm for lv in group.levels),
+        ),
+        "ops_total": sim.total_ops,  # every rank's rows of ops.parquet (the other figures are rank 0's)
+        "communication_ms_per_token": round(comm_ms, 4) if summary.decode_steps else 0.0,
+        "communication_share": round(comm_ms / step_ms, 4) if step_ms else 0.0,
+        "collectives": _collectives(sim),
+        "ranks": ranks,
+    }
