@@ -46,6 +46,11 @@ def export_run(
     if to not in TARGETS:
         raise InputError(f"unknown export format {to!r}: use one of {', '.join(TARGETS)}")
     source = load_run(Path(run_dir))
+    if source.devices > 1 and to == "msprof":
+        raise InputError(
+            f"{run_dir}: a {source.devices}-device run; --to msprof writes one device's PROF_ directory: export it "
+            "--to ascend-pt (one *_ascend_pt directory per rank, msprof-analyze's cluster input)"
+        )
     layout = ascend_pt if to == "ascend-pt" else msprof
     out = Path(out)
     if out.exists() and not out.is_dir():

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from atbprof import __version__
+from atbprof.export import cluster
 from atbprof.export.common import (
     EPOCH_BASE_NS,
     RunSource,
@@ -53,6 +54,11 @@ ENV_VARIABLES = (
 
 
 def dir_name(source: RunSource) -> str:
+    """One device's directory; a multi-device run's export is a directory of one per rank (`cluster_dir_name`)."""
+    if source.devices > 1 and source.rank is None:
+        return f"{source.slug()}_{wall_clock(0, 17)}_cluster"
+    if source.rank is not None:
+        return f"{source.slug()}-rank{source.rank}_{source.os_pid() + source.rank}_{wall_clock(0, 17)}_ascend_pt"
     return f"{source.slug()}_{source.os_pid()}_{wall_clock(0, 17)}_ascend_pt"
 
 
@@ -122,19 +128,36 @@ def profiler_info(source: RunSource) -> dict[str, Any]:
         "end_info": {"collectionTimeEnd": EPOCH_BASE_NS + end, "MonotonicTimeEnd": end},
         "torch_npu_version": TORCH_NPU_VERSION,
         "cann_version": CANN_VERSION,
-        "rank_id": "0",
+        "rank_id": str(source.rank or 0),
     }
 
 
 def write(source: RunSource, root: Path, timeline: TimelineSlice) -> tuple[int, int]:
     """Write the export into `root` (an empty directory), the timeline only of `timeline`'s ops; returns (op rows,
-    trace events)."""
+    trace events). A multi-device run: one `*_ascend_pt` directory per rank inside `root` (msprof-analyze's
+    cluster input), each with its communication.json and communication_matrix.json."""
+    if source.devices > 1 and source.rank is None:
+        rows = events = 0
+        for rank in range(source.devices):
+            view = source.for_rank(rank)
+            sub = root / dir_name(view)
+            sub.mkdir()
+            r, e = write(view, sub, timeline)
+            rows, events = rows + r, events + e
+        return rows, events
+    rank = source.rank or 0
     # json.dumps with indent 4 / default separators: the byte layout torch_npu writes
-    (root / "profiler_info_0.json").write_text(json.dumps(profiler_info(source), indent=4))
-    meta = {"ENV_VARIABLES": dict.fromkeys(ENV_VARIABLES, ""), "atbprof": provenance(source)}
+    (root / f"profiler_info_{rank}.json").write_text(json.dumps(profiler_info(source), indent=4))
+    meta: dict[str, Any] = {"ENV_VARIABLES": dict.fromkeys(ENV_VARIABLES, ""), "atbprof": provenance(source)}
+    if source.rank is not None:
+        meta = {**cluster.metadata(source, rank), **meta}
     (root / "profiler_metadata.json").write_text(json.dumps(meta))
     out = root / OUTPUT_DIR
     out.mkdir()
+    if source.rank is not None:
+        comm, matrix = cluster.communication(source, rank)
+        (out / "communication.json").write_text(json.dumps(comm))
+        (out / "communication_matrix.json").write_text(json.dumps(matrix))
     cells, stats, computing, tracker = OpCells(source), OpStatistic(), StepComputing(), BusyTracker()
     with open(out / "kernel_details.csv", "wb") as kernels, open(out / "trace_view.json", "wb") as trace_fh:
         kernels.write((",".join((*KERNEL_DETAILS_BASE, *cells.pmu_header)) + "\n").encode())
@@ -147,5 +170,5 @@ def write(source: RunSource, root: Path, timeline: TimelineSlice) -> tuple[int, 
             computing.add(b, busy.new_busy)
         trace.close(timeline.closing_tracker(tracker))
     (out / "op_statistic.csv").write_text(stats.csv())
-    (out / "step_trace_time.csv").write_text(computing.csv(source.steps))
+    (out / "step_trace_time.csv").write_text(computing.csv(source.steps, source.sync_ns()))
     return source.ops_rows, trace.events

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -53,6 +53,8 @@ class RunSource:
     aiv_cores: int
     execution_mode: str  # eager | graph
     identity: bytes  # digest of name, seed and config: names and pids derived from it are stable
+    devices: int = 1  # ranks of the run (summary.parallel.devices)
+    rank: int | None = None  # this view's rank of a multi-device run (None: the whole table, one device)
 
     @property
     def is_910b(self) -> bool:
@@ -72,11 +74,28 @@ class RunSource:
         out = "".join(c if c.isascii() and (c.isalnum() or c == "-") else "-" for c in self.name).strip("-")
         return out or "run"
 
+    def sync_ns(self) -> int:
+        """The token copy back to the host that ends every step (config.execution.sync_us)."""
+        return round(float(self.doc.get("config", {}).get("execution", {}).get("sync_us", 0.0)) * 1e3)
+
+    def for_rank(self, rank: int) -> RunSource:
+        """The view of one rank's tasks (a run's ranks have equally many rows)."""
+        return replace(self, rank=rank, ops_rows=self.ops_rows // self.devices)
+
     def iter_batches(self, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
-        """The op table in batches of at most BATCH_ROWS rows; a damaged file -> InputError."""
+        """The op table (of this view's rank) in batches of at most BATCH_ROWS rows; a damaged file -> InputError."""
+        wanted = list(columns) if columns else None
+        read = wanted if self.rank is None or wanted is None or "rank" in wanted else [*wanted, "rank"]
         try:
             reader = pq.ParquetFile(self.ops_path, page_checksum_verification=True)
-            yield from reader.iter_batches(batch_size=BATCH_ROWS, columns=list(columns) if columns else None)
+            for b in reader.iter_batches(batch_size=BATCH_ROWS, columns=read):
+                if self.rank is not None:
+                    b = b.filter(pc.equal(b.column("rank"), self.rank))
+                    if not b.num_rows:
+                        continue
+                    if wanted is not None and read is not wanted:
+                        b = b.select(wanted)
+                yield b
         except (pa.ArrowException, OSError) as err:
             raise InputError(f"{self.ops_path}: unreadable ({err}); re-create the run with `atbprof run`") from None
 
@@ -119,12 +138,8 @@ def load_run(run_dir: Path) -> RunSource:
         raise InputError(f"{doc_path}: not valid JSON ({err}); re-create the run with `atbprof run`") from None
     if not isinstance(doc, dict):
         raise InputError(f"{doc_path}: not a run summary (expected a JSON object); re-create it with `atbprof run`")
-    devices = (doc.get("summary") or {}).get("parallel") or {}
-    if isinstance(devices, dict) and int(devices.get("devices") or 1) > 1:
-        raise InputError(
-            f"{run_dir}: a {devices['devices']}-device run (tp {devices.get('tp')}); exporting writes one device's "
-            "profile and does not split a multi-device run by rank yet: export a run with parallel tp/pp/dp 1"
-        )
+    parallel = (doc.get("summary") or {}).get("parallel") or {}
+    devices = int(parallel.get("devices") or 1) if isinstance(parallel, dict) else 1
     identity = {k: doc.get(k) for k in ("name", "seed", "config")}
     return RunSource(
         run_dir=run_dir,
@@ -139,6 +154,7 @@ def load_run(run_dir: Path) -> RunSource:
         aiv_cores=int(_need(doc, "device.cores.aiv", doc_path)),
         execution_mode=str(_need(doc, "config.execution.mode", doc_path)),
         identity=hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).digest(),
+        devices=devices,
     )
 
 

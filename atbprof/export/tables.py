@@ -295,27 +295,51 @@ class OpStatistic:
 
 
 class StepComputing:
-    """Device busy time per step: the union of task intervals (tasks run in start order on the device)."""
+    """Per step: device busy time of compute tasks and of collectives (the union of task intervals: tasks run in
+    start order on the device), and the end of the step's last task."""
 
     def __init__(self) -> None:
         self.busy_ns: dict[int, int] = {}
+        self.comm_ns: dict[int, int] = {}
+        self.first_ns: dict[int, int] = {}
+        self.last_ns: dict[int, int] = {}
 
     def add(self, b: pa.RecordBatch, new_busy: np.ndarray) -> None:
-        table = pa.table({"step": b.column("step"), "busy": pa.array(new_busy)})
-        agg = table.group_by("step").aggregate([("busy", "sum")])
-        for step, busy in zip(agg.column("step").to_pylist(), agg.column("busy_sum").to_pylist(), strict=True):
+        comm = pc.equal(pc.cast(b.column("task_type"), pa.string()), "COMMUNICATION")
+        start = b.column("task_start_ns")
+        table = pa.table(
+            {
+                "step": b.column("step"),
+                "busy": pc.if_else(comm, 0, pa.array(new_busy)),
+                "comm": pc.if_else(comm, pa.array(new_busy), 0),
+                "start": start,
+                "end": pc.add(start, b.column("task_dur_ns")),
+            }
+        )
+        agg = table.group_by("step").aggregate([("busy", "sum"), ("comm", "sum"), ("start", "min"), ("end", "max")])
+        names = ("step", "busy_sum", "comm_sum", "start_min", "end_max")
+        rows = zip(*(agg.column(c).to_pylist() for c in names), strict=True)
+        for step, busy, comm_ns, first, last in rows:
             self.busy_ns[step] = self.busy_ns.get(step, 0) + busy
+            self.comm_ns[step] = self.comm_ns.get(step, 0) + comm_ns
+            self.first_ns[step] = min(self.first_ns.get(step, first), first)
+            self.last_ns[step] = max(self.last_ns.get(step, last), last)
 
-    def csv(self, steps: pa.Table, with_device: bool = True) -> str:
-        """step_trace_time: Stage = the ProfilerStep (host start -> token synced), Free = Stage - Computing,
-        Preparing = step start -> first device task; no communication in a single-device run."""
+    def csv(self, steps: pa.Table, sync_ns: int, with_device: bool = True, device_id: int = DEVICE_ID) -> str:
+        """step_trace_time: Stage = the ProfilerStep (host start -> this device's last task ends and the token is
+        synced), Communication = the collectives (none overlap compute: a rank's tasks run in order), Free = Stage
+        - Computing - Communication, Preparing = step start -> this device's first task."""
         lines = [STEP_TRACE_HEADER if with_device else STEP_TRACE_HEADER.split(",", 1)[1]]
         for r in steps.to_pylist():
-            stage = r["sync_end_ns"] - r["host_start_ns"]
-            computing = self.busy_ns.get(r["step"], 0)
-            cells = [str(r["step"]), *_us_list(computing, 0, 0, 0, stage - computing, stage), "0", "0.0"]
-            cells.append(py_number((r["device_start_ns"] - r["host_start_ns"]) / 1000.0))
-            lines.append(",".join(([str(DEVICE_ID)] if with_device else []) + cells))
+            step = r["step"]
+            last = self.last_ns.get(step, r["device_end_ns"])
+            stage = last + sync_ns - r["host_start_ns"]
+            computing, comm = self.busy_ns.get(step, 0), self.comm_ns.get(step, 0)
+            cells = [str(step), *_us_list(computing, comm, 0, comm, stage - computing - comm, stage), "0"]
+            cells.append(py_number(comm / 1000.0))
+            first = self.first_ns.get(step, r["device_start_ns"])
+            cells.append(py_number((first - r["host_start_ns"]) / 1000.0))
+            lines.append(",".join(([str(device_id)] if with_device else []) + cells))
         return "\n".join(lines) + "\n"
 
 

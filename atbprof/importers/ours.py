@@ -52,7 +52,7 @@ def _rank_zero(ops: pa.Table, meta: dict[str, object]) -> pa.Table:
     warnings = meta.setdefault("warnings", [])
     if isinstance(warnings, list):
         warnings.append(
-            f"a {devices}-device run: this analysis reads rank 0; every rank's tasks are in ops.parquet (column "
+            f"a run on {devices} devices: this analysis reads rank 0; every rank's tasks are in ops.parquet (column "
             "rank), and summary.ranks of run.json splits each rank's step time"
         )
     return ops.filter(pc.equal(ranks, 0))

@@ -133,3 +133,15 @@ def test_mc2_fuses_prefill_only_as_torchair_does() -> None:
     assert s.fusion_fired["prefill"]["mc2_prefill"] == 160
     assert "mc2_prefill" not in s.fusion_fired["decode"]
     assert any(n.rule == "mc2_prefill" and n.phase == "decode" for n in s.near_misses)
+
+
+def test_analyzing_a_multi_device_run_reads_rank_0_and_says_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from atbprof.importers import load_profile
+    from atbprof.importers.base import import_warnings
+    from atbprof.run import run_simulation
+
+    run = run_simulation(_cfg(tp=2, output={"trace": False}), tmp_path / "r")
+    profile = load_profile(run.out_dir)
+    assert pc.unique(profile.ops.column("rank")).to_pylist() == [0]
+    assert profile.ops.num_rows == run.summary.ops_total // 2
+    assert any("a run on 2 devices: this analysis reads rank 0" in w for w in import_warnings(profile))
