@@ -108,9 +108,11 @@ def estimate_memory(
     cache_len: int | None = None,
     comm_buffer_bytes: float = 0.0,
     full_dims: ModelDims | None = None,
+    buffer_bytes_per_communicator: float = 0.0,
 ) -> MemoryEstimate:
     """`cache_len`: a fixed KV cache's positions; `comm_buffer_bytes`: HCCL buffers per device; `full_dims`: the
-    unsharded model, to find the smallest tensor-parallel degree that fits."""
+    unsharded model, to find the smallest tensor-parallel degree that fits (each tp > 1 adds one communicator's
+    `buffer_bytes_per_communicator`)."""
     working = _Working(graphs, tile_bytes)
 
     def total(b: int, p: int) -> float:
@@ -143,7 +145,7 @@ def estimate_memory(
         devices_needed=devices,
         capacity_ignored=capacity_ignored,
         smallest_tp_that_fits=_smallest_tp(
-            full_dims or dims, dims.tp, cap, act + space, batch, prompt, decode, cache_len
+            full_dims or dims, cap, act + space, batch, prompt, decode, cache_len, buffer_bytes_per_communicator / GB
         )
         if cap > 0
         else None,
@@ -152,13 +154,13 @@ def estimate_memory(
 
 def _smallest_tp(
     full: ModelDims,
-    tp_now: int,
     cap_gb: float,
     other_gb: float,
     batch: int,
     prompt: int,
     decode: int,
     cache_len: int | None,
+    buffer_gb: float,
 ) -> int | None:
     """The smallest tp (a power of two the heads allow) whose per-device weights + KV cache + this run's
     activations, workspace and a communicator's buffers fit; activations only shrink with tp, so an upper bound."""
@@ -171,7 +173,7 @@ def _smallest_tp(
         except ConfigError:
             tp *= 2
             continue
-        buffers = 0.4 if tp > 1 else 0.0  # 2 x HCCL_BUFFSIZE (200 MB)
+        buffers = buffer_gb if tp > 1 else 0.0
         need = (_weights_bytes(d) + _kv_bytes(d, batch, cache_len or prompt + decode)) / GB + other_gb + buffers
         if need <= cap_gb:
             return tp

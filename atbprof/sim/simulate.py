@@ -270,6 +270,7 @@ class Simulation:
             if self.device.topology and cfg.parallel.tp > 1
             else 0.0,
             full_dims=full,
+            buffer_bytes_per_communicator=self.device.topology.buffer_mb * 1e6 if self.device.topology else 0.0,
         )
         if not self.memory.fits and not cfg.device.ignore_capacity:
             raise ConfigError(
