@@ -220,9 +220,9 @@ class ExecutionSection(_Section):
         Field(
             default_factory=dict,
             strict=False,
-            max_length=MAX_DEVICES,
+            max_length=64,
             description="global rank -> factor on its compute kernels' durations (a straggler: {3: 1.15}); the other "
-            "ranks of its group wait for it in every collective",
+            "ranks of its group wait for it in every collective (at most 64 ranks: each distinct one is simulated)",
         )
     )
 

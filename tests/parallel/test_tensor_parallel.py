@@ -145,3 +145,11 @@ def test_analyzing_a_multi_device_run_reads_rank_0_and_says_so(tmp_path) -> None
     assert pc.unique(profile.ops.column("rank")).to_pylist() == [0]
     assert profile.ops.num_rows == run.summary.ops_total // 2
     assert any("a run on 2 devices: this analysis reads rank 0" in w for w in import_warnings(profile))
+
+
+def test_a_straggler_slows_its_own_replica_only() -> None:
+    s = summarize(_cfg(parallel={"tp": 2, "dp": 2}, execution={"mode": "graph", "rank_slowdown": {3: 1.3}}))
+    r = {row.rank: row for row in s.ranks}
+    assert r[0].step_us == r[1].step_us < r[2].step_us  # replica 0 (ranks 0-1) is unaffected
+    assert r[0].communication_wait_us == 0 and r[2].communication_wait_us > 0 and r[3].communication_wait_us == 0
+    assert r[2].computing_us == r[0].computing_us and r[3].computing_us > 1.25 * r[0].computing_us
