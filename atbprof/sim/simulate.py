@@ -23,20 +23,20 @@ from atbprof.graph.builder import build_graph
 from atbprof.graph.dims import ModelDims, resolve_model
 from atbprof.graph.expr import basis_values
 from atbprof.graph.nodes import Graph
-from atbprof.optable.schema import OPS_SCHEMA, PIPES, STEPS_SCHEMA
+from atbprof.optable.schema import OPS_SCHEMA, STEPS_SCHEMA
 from atbprof.parallel.collectives import COMM_STREAM, insert_collectives
 from atbprof.parallel.plan import ParallelPlan, RankClass, plan_parallel
 from atbprof.sim.memory import MemoryEstimate, does_not_fit, estimate_memory
 from atbprof.sim.rank_split import RankSplit
+from atbprof.sim.rows import shared_columns, time_columns
 from atbprof.sim.shapes import ShapeColumns
-from atbprof.sim.steps import StepPlan, plan_steps
+from atbprof.sim.steps import PHASES, StepPlan, plan_steps
 from atbprof.sim.timeline import HostModel, simulate_step
 
 # The calibrated host parameters (scripts/calibrate.py fits them to seed 000's table; README lists them)
 EAGER_DISPATCH_US = 45.0  # torch_npu eager: host cost per kernel launch (aten -> aclnn tiling -> launch)
 EAGER_STEP_OVERHEAD_US = 1300.0  # eager generate loop per token (Python, logits processing, KV bookkeeping)
 GRAPH_STEP_OVERHEAD_US = 300.0  # captured graph: input preparation only
-PHASES = ("prefill", "decode")
 
 
 @dataclass
@@ -386,90 +386,17 @@ class Simulation:
         """The op table in batches of whole steps: per chunk, each rank's rows (rank 0 first); `only_rank`: just
         that rank's (a single-device view: the summary, the trace)."""
         for tc in self._timed_chunks():
-            shared = self._shared_columns(tc)
+            shared = shared_columns(tc, self._dicts_arrays)
             for rt in sorted(tc.ranks, key=lambda r: int(r.cls.ranks[0])):
                 wanted = rt.cls.ranks if only_rank is None else rt.cls.ranks[rt.cls.ranks == only_rank]
                 if not len(wanted):
                     continue
-                arrays = {**shared, **self._time_columns(tc, rt)}
+                arrays = {**shared, **time_columns(tc, rt)}
                 for r in wanted:
                     rows = len(arrays["op_index"])
                     arrays["rank"] = pa.array(np.full(rows, r, dtype=np.int32))
                     arrays["stage"] = pa.array(np.full(rows, self.parallel.stage_of(np.array([r]))[0], np.int32))
                     yield pa.RecordBatch.from_arrays([arrays[f.name] for f in OPS_SCHEMA], schema=OPS_SCHEMA)
-
-    def _shared_columns(self, tc: TimedChunk) -> dict[str, pa.Array]:
-        """The columns every rank of the chunk has in common (what ran, not when)."""
-        plan, chunk, pm, values, costs, op_index = tc.plan, tc.chunk, tc.pm, tc.values, tc.costs, tc.op_index
-        n_nodes = len(pm.graph.nodes)
-        k = len(chunk.steps)
-        rows = k * n_nodes
-        cols = np.arange(k)[:, None]
-        take = (pm.sig[None, :].repeat(k, axis=0), np.broadcast_to(cols, (k, n_nodes)))
-        d = self._dicts_arrays
-        comm_bytes = np.rint(costs.comm_bytes[take]).astype(np.int64).ravel()
-        comm_rows = np.tile(pm.comm, k)
-        return {
-            "op_index": pa.array(np.arange(op_index, op_index + rows, dtype=np.int64)),
-            "step": pa.array(np.repeat(chunk.steps.astype(np.int32), n_nodes)),
-            "phase": pa.DictionaryArray.from_arrays(
-                pa.array(np.full(rows, PHASES.index(plan.phase), dtype=np.int32)), d["phase"]
-            ),
-            "layer": pa.array(np.tile(pm.layer, k)),
-            "node_id": pa.array(np.tile(np.arange(n_nodes, dtype=np.int32), k)),
-            "role": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.role, k)), d["role"]),
-            "op_name": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.name, k)), d["name"]),
-            "op_type": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.op_type, k)), d["optype"]),
-            "task_type": pa.DictionaryArray.from_arrays(
-                pa.array(np.tile(costs.task_type[pm.sig].astype(np.int32), k)), d["type"]
-            ),
-            "stream_id": pa.array(np.tile(pm.stream, k)),
-            "task_id": pa.array((np.arange(op_index, op_index + rows) % 65536).astype(np.int32)),
-            "block_dim": pa.array(costs.block_dim[take].astype(np.int32).ravel()),
-            "mix_block_dim": pa.array(costs.mix_block_dim[take].astype(np.int32).ravel()),
-            "input_shapes": pm.shapes.column("in", values, k),
-            "input_dtypes": pm.shapes.dtype_column("in", k),
-            "output_shapes": pm.shapes.column("out", values, k),
-            "output_dtypes": pm.shapes.dtype_column("out", k),
-            "kv_len": pa.array(np.repeat(chunk.skv.astype(np.int32), n_nodes)),
-            "flops": pa.array(np.rint(costs.flops[take]).astype(np.int64).ravel()),
-            "hbm_read_bytes": pa.array(np.rint(costs.hbm_read[take]).astype(np.int64).ravel()),
-            "hbm_write_bytes": pa.array(np.rint(costs.hbm_write[take]).astype(np.int64).ravel()),
-            "bound": pa.DictionaryArray.from_arrays(pa.array(costs.bound[take].astype(np.int32).ravel()), d["bound"]),
-            "fused_from": pm.fused_from.take(pa.array(np.tile(np.arange(n_nodes), k))),
-            "comm_bytes": pa.array(comm_bytes, mask=~comm_rows),
-        }
-
-    def _time_columns(self, tc: TimedChunk, rt: RankTimes) -> dict[str, pa.Array]:
-        """When one rank class ran each task: times, waits, host launches, pipe busy times."""
-        costs = tc.costs
-        n_nodes = len(tc.pm.graph.nodes)
-        k = len(tc.chunk.steps)
-        rows = k * n_nodes
-        take = (tc.pm.sig[None, :].repeat(k, axis=0), np.broadcast_to(np.arange(k)[:, None], (k, n_nodes)))
-        dflat = rt.dur.ravel()
-        # jitter and a straggler's slowdown stretch the pipes with the task (a collective's wait does not: 0 pipes)
-        scale = dflat / np.maximum(tc.dur_f.ravel(), 1e-9)
-        disp = tc.disp
-        out: dict[str, pa.Array] = {
-            "task_start_ns": pa.array(rt.start.ravel()),
-            "task_dur_ns": pa.array(dflat),
-            "task_wait_ns": pa.array(rt.wait.ravel()),
-            "host_launch_start_ns": pa.array(
-                rt.lstart.ravel() if rt.lstart is not None else np.zeros(rows, np.int64),
-                mask=None if rt.lstart is not None else np.ones(rows, bool),
-            ),
-            "host_launch_dur_ns": pa.array(
-                disp.ravel() if disp is not None else np.zeros(rows, np.int64),
-                mask=None if disp is not None else np.ones(rows, bool),
-            ),
-        }
-        for p in PIPES:
-            pipe = np.rint(costs.pipes[p][take]).astype(np.int64).ravel()
-            t = np.minimum(np.rint(pipe * scale).astype(np.int64), dflat)
-            out[f"{p}_time_ns"] = pa.array(t)
-            out[f"{p}_ratio"] = pa.array((t / dflat).astype(np.float32))
-        return out
 
     def steps_table(self) -> pa.Table:
         return pa.Table.from_pylist(self.step_rows, schema=STEPS_SCHEMA)

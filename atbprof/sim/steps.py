@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+PHASES = ("prefill", "decode")
+
 
 @dataclass(frozen=True)
 class StepPlan:
