@@ -9,7 +9,9 @@
         ├── step_trace_time.csv                per step: Computing / Free / Stage / Preparing (µs)
         └── trace_view.json                    Python (ProfilerStep#N, cpu_op per call), CANN, Ascend Hardware, ...
 
-msprof-analyze reads it (`msprof-analyze advisor all -d <dir>`).
+msprof-analyze reads it (`msprof-analyze advisor all -d <dir>`). A multi-device run is a `<run>_<time>_cluster`
+directory of one such directory per rank, with communication.json and communication_matrix.json
+(export/cluster.py), for `msprof-analyze cluster -d <dir> -m all`.
 """
 
 from __future__ import annotations

@@ -30,7 +30,9 @@ def render_export(result: ExportResult, console: Console) -> None:
         console.print(f"  {path.relative_to(result.root)}")
     if result.note:
         console.print(f"note: the timeline JSON {result.note.removeprefix('the trace ')}")
-    if result.target == "ascend-pt":
+    if result.target == "ascend-pt" and result.root.name.endswith("_cluster"):
+        console.print(f"next: msprof-analyze cluster -d {result.root} -m all   (per-rank steps, communication)")
+    elif result.target == "ascend-pt":
         console.print(f"next: msprof-analyze advisor all -d {result.root}   (or open it in MindStudio Insight)")
     else:
         console.print(f"next: open {result.root} in MindStudio Insight")

@@ -106,3 +106,16 @@ def test_msprof_target_refuses_a_cluster_with_the_way_out(cluster: tuple[Path, P
     run_dir, _ = cluster
     with pytest.raises(InputError, match="export it --to ascend-pt"):
         export_run(run_dir, "msprof", tmp_path / "x")
+
+
+def test_the_cli_names_the_cluster_command_next(cluster: tuple[Path, Path], tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from atbprof.cli import app
+
+    run_dir, _ = cluster
+    r = CliRunner().invoke(app, ["export", str(run_dir), "--to", "ascend-pt", "--out", str(tmp_path / "e")])
+    assert r.exit_code == 0, r.output
+    (last,) = [line for line in r.output.splitlines() if line.startswith("next:")]
+    assert last.startswith("next: msprof-analyze cluster -d ") and last.split()[4].endswith("_cluster")
+    assert sum(1 for line in r.output.splitlines() if line.strip().endswith("communication.json")) == 4
