@@ -51,6 +51,12 @@ def measure(config: Path, out: Path, overrides: list[str]) -> dict[str, float]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def median_run(config: Path, out: Path, overrides: list[str], repeat: int) -> tuple[float, list[dict[str, float]]]:
+    """Median seconds of `repeat` fresh-process runs, and the runs."""
+    runs = [measure(config, out, overrides) for _ in range(repeat)]
+    return statistics.median(r["seconds"] for r in runs), runs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
@@ -72,8 +78,7 @@ def main() -> None:
         print(f"{model}, 910B2, prompt 512, {tokens} decode tokens; median of {args.repeat} runs")
         print(f"{'case':40s} {'ops':>10s} {'seconds':>8s} {'ops/s':>11s} {'peak RSS':>9s} {'output':>9s}")
         for label, ov in cases:
-            runs = [measure(config, Path(tmp) / "out", ov) for _ in range(args.repeat)]
-            sec = statistics.median(r["seconds"] for r in runs)
+            sec, runs = median_run(config, Path(tmp) / "out", ov, args.repeat)
             ops = runs[0]["ops"]
             print(
                 f"{label:40s} {ops:10,.0f} {sec:8.2f} {ops / sec:11,.0f} {max(r['rss_mb'] for r in runs):7.0f}MB"

@@ -59,16 +59,22 @@ class CollectiveGroup:
         return min(self.levels, key=lambda lv: lv.link.bandwidth_gbps).link.transport
 
 
+def require_topology(topology: Topology | None, devices: int, device: str) -> Topology | None:
+    """The topology, which a deployment of more than one device needs (ConfigError without it)."""
+    if devices > 1 and topology is None:
+        raise ConfigError(
+            f"parallel: device {device} has no `topology` in its spec, so it can not be used with {devices} ranks; "
+            "add a topology section (see atbprof/data/devices/910B2.yaml) or use parallel tp/pp/dp 1"
+        )
+    return topology
+
+
 def place_group(topology: Topology | None, size: int, device: str) -> CollectiveGroup:
     """Where a group of `size` consecutive ranks sits and which algorithm HCCL runs at each level."""
     if size == 1:
         return CollectiveGroup(1, ())
-    if topology is None:
-        raise ConfigError(
-            f"parallel: device {device} has no `topology` in its spec, so it can not be used with {size} ranks; "
-            "add a topology section (see atbprof/data/devices/910B2.yaml) or use parallel tp/pp/dp 1"
-        )
-    t = topology
+    t = require_topology(topology, size, device)
+    assert t is not None  # size > 1: require_topology raised otherwise
     in_server = min(size, t.server_devices)
     if in_server <= t.mesh_devices:
         level0 = Level("mesh", in_server, t.mesh)

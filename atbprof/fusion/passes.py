@@ -293,13 +293,7 @@ def _at_actual_lengths(node: Node) -> None:
     node.work = [
         replace(
             w,
-            mm=w.mm
-            and (
-                w.mm[0].at_actual_lengths(),
-                w.mm[1].at_actual_lengths(),
-                w.mm[2].at_actual_lengths(),
-                w.mm[3].at_actual_lengths(),
-            ),
+            mm=w.mm and (*(d.at_actual_lengths() for d in w.mm),),  # type: ignore[arg-type]
             vec_bytes=w.vec_bytes.at_actual_lengths(),
             vec_flops=w.vec_flops.at_actual_lengths(),
             stream_bytes=w.stream_bytes.at_actual_lengths(),

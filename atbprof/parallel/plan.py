@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from atbprof.config.models import RunConfig
-from atbprof.device.collectives import CollectiveGroup, place_group
+from atbprof.device.collectives import CollectiveGroup, place_group, require_topology
 from atbprof.device.spec import DeviceSpec
 from atbprof.errors import ConfigError
 
@@ -50,9 +50,8 @@ def plan_parallel(cfg: RunConfig, device: DeviceSpec) -> ParallelPlan:
             f"parallel.pp = {par.pp}: pipeline parallelism is not simulated yet (tensor parallelism and data "
             "parallel replicas are); use parallel.pp 1"
         )
+    require_topology(device.topology, par.devices, device.name)  # replicas sit on the topology too
     group = place_group(device.topology, par.tp, device.name)
-    if par.devices > 1 and device.topology is None:
-        place_group(device.topology, par.devices, device.name)  # raises: replicas need a topology too
     slow = cfg.execution.rank_slowdown
     ranks = np.arange(par.devices, dtype=np.int32)
     factors = np.array([slow.get(int(r), 1.0) for r in ranks])

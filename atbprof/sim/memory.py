@@ -106,14 +106,14 @@ def estimate_memory(
     decode: int,
     capacity_ignored: bool = False,
     cache_len: int | None = None,
-    comm_buffer_bytes: float = 0.0,
     full_dims: ModelDims | None = None,
     buffer_bytes_per_communicator: float = 0.0,
 ) -> MemoryEstimate:
-    """`cache_len`: a fixed KV cache's positions; `comm_buffer_bytes`: HCCL buffers per device; `full_dims`: the
-    unsharded model, to find the smallest tensor-parallel degree that fits (each tp > 1 adds one communicator's
-    `buffer_bytes_per_communicator`)."""
+    """`cache_len`: a fixed KV cache's positions; `full_dims`: the unsharded model, to find the smallest
+    tensor-parallel degree that fits; a tensor-parallel rank holds one communicator's HCCL buffers,
+    `buffer_bytes_per_communicator`."""
     working = _Working(graphs, tile_bytes)
+    comm_buffer_bytes = buffer_bytes_per_communicator if dims.tp > 1 else 0.0
 
     def total(b: int, p: int) -> float:
         fixed = max(cache_len, p + decode) if cache_len else None

@@ -266,9 +266,6 @@ class Simulation:
             w.decode_tokens,
             capacity_ignored=cfg.device.ignore_capacity,
             cache_len=self.kv_cache_len,
-            comm_buffer_bytes=self.device.topology.buffer_mb * 1e6
-            if self.device.topology and cfg.parallel.tp > 1
-            else 0.0,
             full_dims=full,
             buffer_bytes_per_communicator=self.device.topology.buffer_mb * 1e6 if self.device.topology else 0.0,
         )
