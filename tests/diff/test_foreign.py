@@ -12,13 +12,14 @@ from atbprof.diff.api import diff
 from atbprof.importers import load_profile
 from atbprof.importers.base import Profile
 from tests.diff.conftest import HTA_CONTROL, HTA_TEST
+from tests.importers.conftest import shared
 
 PINNED = Path(__file__).parent / "data" / "hta_ops_diff.json"
 
 
 @pytest.fixture(scope="module")
 def hta_pair() -> tuple[Profile, Profile]:
-    return load_profile(HTA_CONTROL), load_profile(HTA_TEST)
+    return load_profile(shared(HTA_CONTROL)), load_profile(shared(HTA_TEST))
 
 
 def test_hta_pair_finds_what_hta_tracediff_finds(hta_pair: tuple[Profile, Profile]) -> None:
