@@ -43,10 +43,14 @@ class RunResult:
 
 
 def _fusion_report(sim: Simulation) -> dict[str, Any]:
-    fired = {phase: dict(pm.fusion.fired) for phase, pm in sim.phases.items()}
+    """What the fusion passes did per step of the deployment (every pipeline stage's graph, one pass each)."""
+    fired: dict[str, dict[str, int]] = {}
     disabled = {}
     rows: dict[tuple[str, str, str], NearMissRow] = {}
-    for phase, pm in sim.phases.items():
+    for phase, pm in ((p, pm) for st in sim.stages for p, pm in st.phases.items()):
+        fired.setdefault(phase, {})
+        for rule, count in pm.fusion.fired.items():
+            fired[phase][rule] = fired[phase].get(rule, 0) + count
         for rule, why in pm.fusion.disabled.items():
             disabled[f"{rule} ({phase})"] = why
         for nm in pm.fusion.near_misses:
@@ -102,10 +106,14 @@ def _hbm_floor_ms(sim: Simulation) -> float:
 def summarize(cfg: RunConfig) -> RunSummary:
     """Simulate and summarise without writing files (calibration, tests, what-if sweeps)."""
     sim = Simulation(cfg)
-    builder = SummaryBuilder()
-    for batch in sim.batches(only_rank=0):
+    builder = _summary_builder(sim)
+    for batch in sim.batches(only_ranks=sim.parallel.stage_leaders()):
         builder.add(batch)
     return _finish(sim, builder, sim.steps_table())
+
+
+def _summary_builder(sim: Simulation) -> SummaryBuilder:
+    return SummaryBuilder(sim.parallel.microbatches, sim.parallel.pp)
 
 
 def _finish(sim: Simulation, builder: SummaryBuilder, steps: pa.Table) -> RunSummary:
@@ -163,22 +171,24 @@ def _write_run(
     writers = [BackgroundWriter(ParquetOpsWriter()), *traces]
     for w in writers:
         w.open(tmp, meta)
-    builder = SummaryBuilder()
+    builder = _summary_builder(sim)
+    leaders = set(sim.parallel.stage_leaders())
     done = 0
     try:
         for batch in sim.batches():
             writers[0].write_batch(batch)
-            if batch.column("rank")[0].as_py() != 0:  # the summary and the trace show rank 0 (all: ops.parquet)
+            done += batch.num_rows
+            if progress:
+                progress(done, sim.total_ops)
+            rank = batch.column("rank")[0].as_py()
+            if rank not in leaders:  # the summary follows a token through the stages (all ranks: ops.parquet)
                 continue
             builder.add(batch)
-            if traces:
+            if traces and rank == 0:  # the trace shows rank 0
                 kept = selection.filter(batch)
                 if kept.num_rows:
                     for t in traces:
                         t.write_batch(kept)
-            done += batch.num_rows
-            if progress:
-                progress(done, sim.total_ops)
         steps = sim.steps_table()
         writers[0].close(steps)
         for t in traces:

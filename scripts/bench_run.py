@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """End-to-end `atbprof run` throughput: graph build, fusion, device model, Parquet and trace writing.
 
-    python scripts/bench_run.py                 # LLaMA-2-13B 2048 tokens and LLaMA-2-70B TP8 1024 tokens, 3 repeats
+    python scripts/bench_run.py                 # LLaMA-2-13B 2048 tokens, LLaMA-2-70B TP8 and TP4xPP2, 3 repeats
     python scripts/bench_run.py --quick         # 7B, 128 tokens (a smoke run)
 
 Reports simulated ops per second (target: >= 1,000,000 on a 2-core machine) for the fully decomposed graph
 (`fusion none`, the most ops) and the `default` strategy, with and without the Chrome trace, and the peak RSS at
 256 vs 1024 decode tokens (memory must stay flat: batches are streamed); then LLaMA-2-70B tensor parallel 8 on
 8 x 910B4 (fixtures/llama2-70b-910b4-tp8.yaml), every rank's ops in ops.parquet, at 256 and 1024 decode tokens
-(the same targets). Each measurement runs in a fresh
+(the same targets), and the same model as TP4 x PP2 on 8 x 910B2 (fixtures/llama2-70b-910b2-tp4-pp2.yaml: two
+stage graphs, two microbatch passes a step). Each measurement runs in a fresh
 subprocess so peak RSS is per run; numbers are medians of --repeat runs, side by side in one invocation.
 """
 
@@ -91,18 +92,22 @@ def main() -> None:
             r = measure(config, Path(tmp) / "out", ["fusion=none", f"workload.decode_tokens={n}"])
             print(f"  {n:5d} tokens: {r['ops']:10,.0f} ops, peak RSS {r['rss_mb']:.0f} MB, {r['seconds']:.2f} s")
         if not args.quick:
-            tp8 = ROOT / "fixtures" / "llama2-70b-910b4-tp8.yaml"
-            print()
-            print("LLaMA-2-70B TP8 on 8 x 910B4 (all 8 ranks in ops.parquet, graph, trace of rank 0):")
-            for n in (256, 1024):
-                runs = [measure(tp8, Path(tmp) / "out", [f"workload.decode_tokens={n}"]) for _ in range(args.repeat)]
-                sec = statistics.median(r["seconds"] for r in runs)
-                ops = runs[0]["ops"]
-                print(
-                    f"  {n:5d} tokens: {ops:10,.0f} ops, {sec:6.2f} s, {ops / sec:11,.0f} ops/s, peak RSS "
-                    f"{max(r['rss_mb'] for r in runs):.0f} MB, output {runs[0]['bytes'] / 1e6:.0f} MB",
-                    flush=True,
-                )
+            for fixture, title in (
+                ("llama2-70b-910b4-tp8.yaml", "LLaMA-2-70B TP8 on 8 x 910B4 (all 8 ranks in ops.parquet, graph"),
+                ("llama2-70b-910b2-tp4-pp2.yaml", "LLaMA-2-70B TP4 x PP2 on 8 x 910B2 (2 microbatches, graph"),
+            ):
+                print()
+                print(f"{title}, trace of rank 0):")
+                for n in (256, 1024):
+                    sec, runs = median_run(
+                        ROOT / "fixtures" / fixture, Path(tmp) / "out", [f"workload.decode_tokens={n}"], args.repeat
+                    )
+                    ops = runs[0]["ops"]
+                    print(
+                        f"  {n:5d} tokens: {ops:10,.0f} ops, {sec:6.2f} s, {ops / sec:11,.0f} ops/s, peak RSS "
+                        f"{max(r['rss_mb'] for r in runs):.0f} MB, output {runs[0]['bytes'] / 1e6:.0f} MB",
+                        flush=True,
+                    )
     _ = time
 
 

@@ -158,16 +158,48 @@ class ParallelSection(_Section):
     tp: int = Field(default=1, ge=1, le=1024, description="tensor-parallel ranks (heads, FFN and vocab split)")
     pp: int = Field(default=1, ge=1, le=1024, description="pipeline stages (layers split)")
     dp: int = Field(default=1, ge=1, le=MAX_DEVICES, description="data-parallel replicas (each with tp x pp cards)")
+    microbatches: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="pipeline microbatches the batch is split into (vLLM's virtual engines); default: the "
+        "largest divisor of workload.batch_size up to pp",
+    )
+    stage_layers: tuple[int, ...] | None = Field(
+        default=None,
+        strict=False,  # YAML gives a list
+        max_length=1024,
+        description="decoder layers per pipeline stage (vLLM's VLLM_PP_LAYER_PARTITION); default: an even split, "
+        "the remainder on the stages before the last",
+    )
 
     @model_validator(mode="after")
     def _devices(self) -> ParallelSection:
         if self.tp * self.pp * self.dp > MAX_DEVICES:
             raise ValueError(f"tp x pp x dp = {self.tp * self.pp * self.dp:,} devices, more than {MAX_DEVICES:,}")
+        if self.pp == 1 and (self.microbatches or 1) > 1:
+            raise ValueError(
+                f"parallel.microbatches = {self.microbatches} needs pipeline stages: set parallel.pp > 1 or drop it"
+            )
+        if self.stage_layers is not None:
+            if len(self.stage_layers) != self.pp:
+                raise ValueError(
+                    f"parallel.stage_layers lists {len(self.stage_layers)} stages but parallel.pp = {self.pp}: give "
+                    "one layer count per stage"
+                )
+            if min(self.stage_layers) < 1:
+                raise ValueError("parallel.stage_layers: every stage needs at least one decoder layer")
         return self
 
     @property
     def devices(self) -> int:
         return self.tp * self.pp * self.dp
+
+    def microbatches_for(self, batch_size: int) -> int:
+        """The microbatch count: as set, else the largest divisor of the batch up to pp (1 without stages)."""
+        if self.microbatches is not None:
+            return self.microbatches
+        return max(m for m in range(1, min(self.pp, batch_size) + 1) if batch_size % m == 0)
 
 
 class JitterSection(_Section):
@@ -356,10 +388,16 @@ class RunConfig(_Section):
     @model_validator(mode="after")
     def _slow_ranks_exist(self) -> RunConfig:
         devices = self.parallel.devices
-        if self.numerics.enabled and self.parallel.tp > 1:
+        if self.numerics.enabled and self.parallel.tp * self.parallel.pp > 1:
             raise ValueError(
-                "numerics executes one device's whole layer: run it with parallel.tp 1 (sharding does not change "
-                "what a kernel computes, only on how many rows)"
+                "numerics executes one device's whole layer: run it with parallel.tp 1 and pp 1 (sharding does not "
+                "change what a kernel computes, only on how many rows)"
+            )
+        m, b = self.parallel.microbatches, self.workload.batch_size
+        if m is not None and b % m:
+            raise ValueError(
+                f"parallel.microbatches = {m} does not divide workload.batch_size = {b}: each microbatch takes an "
+                f"equal share of the sequences; use a divisor of {b}"
             )
         outside = sorted(r for r in self.execution.rank_slowdown if r >= devices)
         if outside:

@@ -59,6 +59,22 @@ class CollectiveGroup:
         return min(self.levels, key=lambda lv: lv.link.bandwidth_gbps).link.transport
 
 
+NO_GROUP = CollectiveGroup(1, ())
+
+
+@dataclass(frozen=True)
+class CommGroups:
+    """What one rank's communication runs over: its tensor-parallel group for the collectives, and its links to
+    the next and the previous pipeline stage for Send and Receive."""
+
+    tp: CollectiveGroup
+    send: CollectiveGroup = NO_GROUP
+    receive: CollectiveGroup = NO_GROUP
+
+    def of(self, kind: str) -> CollectiveGroup:
+        return self.send if kind == "Send" else self.receive if kind == "Receive" else self.tp
+
+
 def require_topology(topology: Topology | None, devices: int, device: str) -> Topology | None:
     """The topology, which a deployment of more than one device needs (ConfigError without it)."""
     if devices > 1 and topology is None:
@@ -88,6 +104,20 @@ def place_group(topology: Topology | None, size: int, device: str) -> Collective
     if algo == "auto":  # HCCL_ALGO docs: ring for a non-power-of-2 server count, else halving-doubling
         algo = "halving_doubling" if servers & (servers - 1) == 0 else "ring"
     return CollectiveGroup(size, (level0, Level(algo, servers, t.between_servers)))
+
+
+def place_pair(topology: Topology | None, a: int, b: int, device: str) -> CollectiveGroup:
+    """The point-to-point link between global ranks `a` and `b` (a pipeline stage's Send to the next): a direct
+    link inside a full mesh, else the link between meshes of a server, else the one between servers."""
+    t = require_topology(topology, 2, device)
+    assert t is not None
+    if a // t.server_devices != b // t.server_devices:
+        link = t.between_servers
+    elif a // t.mesh_devices != b // t.mesh_devices:
+        link = t.between_meshes or t.mesh
+    else:
+        link = t.mesh
+    return CollectiveGroup(2, (Level("p2p", 2, link),))
 
 
 def _step(link: Link, nbytes: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from atbprof.device.collectives import CollectiveGroup, collective_ns, transit_bytes
+from atbprof.device.collectives import CommGroups, collective_ns, transit_bytes
 from atbprof.device.spec import DeviceSpec
 from atbprof.graph.expr import BASIS, Lin
 from atbprof.graph.nodes import Graph, Node
@@ -97,11 +97,11 @@ def evaluate_costs(
     values: np.ndarray,
     weights_nz: bool = False,
     block_caps: np.ndarray | None = None,
-    comm_group: CollectiveGroup | None = None,
+    comm_groups: CommGroups | None = None,
 ) -> KernelCosts:
     """Cost of each representative node at each step; `values` is (len(BASIS), steps) from `basis_values`.
     `block_caps` (reps, 2): the most cube / vector cores a kernel may use (a measured kernel's Block Dim).
-    `comm_group`: the ranks the graph's collectives run over (device/collectives.py)."""
+    `comm_groups`: the ranks the graph's collectives and sends/receives run over (device/collectives.py)."""
     assert values.shape[0] == len(BASIS)
     ev = _Evaluator(values)
     steps = values.shape[1]
@@ -136,11 +136,12 @@ def evaluate_costs(
         comm_ns = np.zeros(steps)
         for w in node.work:
             if w.unit == "comm":
-                if comm_group is None or spec.topology is None:
+                if comm_groups is None or spec.topology is None:
                     raise AssertionError(f"{node.op_type}: a collective without a communication group")
                 nb = ev(w.comm_bytes)
-                comm_ns += collective_ns(w.kind, comm_group, nb)
-                comm_bytes[i] += transit_bytes(w.kind, comm_group, nb)
+                group = comm_groups.of(w.kind)
+                comm_ns += collective_ns(w.kind, group, nb)
+                comm_bytes[i] += transit_bytes(w.kind, group, nb)
         if units == {"comm"}:  # an HCCL task: alpha-beta transfer over the topology, no core pipes
             task_type[i] = TASK_TYPES.index("COMMUNICATION")
             static_ns = spec.topology.collective_static_us * 1e3 if spec.topology else 0.0

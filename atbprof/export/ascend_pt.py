@@ -140,8 +140,9 @@ def write(source: RunSource, root: Path, timeline: TimelineSlice) -> tuple[int, 
     cluster input), each with its communication.json and communication_matrix.json."""
     if source.devices > 1 and source.rank is None:
         rows = events = 0
+        per_rank = source.rank_rows()
         for rank in range(source.devices):
-            view = source.for_rank(rank)
+            view = source.for_rank(rank, per_rank.get(rank, 0))
             sub = root / dir_name(view)
             sub.mkdir()
             r, e = write(view, sub, timeline)
@@ -172,5 +173,6 @@ def write(source: RunSource, root: Path, timeline: TimelineSlice) -> tuple[int, 
             computing.add(b, busy.new_busy)
         trace.close(timeline.closing_tracker(tracker))
     (out / "op_statistic.csv").write_text(stats.csv())
-    (out / "step_trace_time.csv").write_text(computing.csv(source.steps, source.sync_ns()))
+    last_stage = source.rank is None or cluster.is_last_stage(source, rank)
+    (out / "step_trace_time.csv").write_text(computing.csv(source.steps, source.sync_ns() if last_stage else 0))
     return source.ops_rows, trace.events

@@ -4,14 +4,13 @@ sample in ../shared/anchors; ascend_profiling_formats.md 2.3), so msprof-analyze
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from atbprof.device.collectives import OP_TYPES, CollectiveGroup, collective_ns, place_group
+from atbprof.device.collectives import OP_TYPES, CollectiveGroup, collective_ns, place_group, place_pair
 from atbprof.device.spec import DeviceSpec
 from atbprof.export.common import EPOCH_BASE_NS, RunSource
 
@@ -30,16 +29,55 @@ def tp_group(source: RunSource) -> CollectiveGroup:
     return place_group(device.topology, parallel_of(source)["tp"], device.name)
 
 
-def group_ranks(source: RunSource, rank: int) -> list[int]:
-    tp = parallel_of(source)["tp"]
-    first = rank - rank % tp
-    return list(range(first, first + tp))
+def group_ranks(source: RunSource, rank: int, kind: str = "tp") -> list[int]:
+    """Global ranks of `rank`'s group: tp (its stage's tensor-parallel ranks), pp (the same tp rank of every stage
+    of its replica), mp (its replica: tp x pp), dp (the same position in every replica)."""
+    par = parallel_of(source)
+    tp, pp = par["tp"], par["pp"]
+    mp = tp * pp
+    if kind == "tp":
+        first = rank - rank % tp
+        return list(range(first, first + tp))
+    if kind == "pp":
+        first = rank - rank % mp + rank % tp
+        return list(range(first, first + mp, tp))
+    if kind == "mp":
+        first = rank - rank % mp
+        return list(range(first, first + mp))
+    return list(range(rank % mp, source.devices, mp))
 
 
-def group_hash(ranks: list[int]) -> str:
-    """A stable 19-digit group id, as HCCL names communicators (op names carry its last 3 digits)."""
-    digest = hashlib.sha256(",".join(map(str, ranks)).encode()).digest()
-    return str(10**18 + int.from_bytes(digest[:8], "big") % (9 * 10**18))
+GROUP_KINDS = ("default_group", "tp", "pp", "mp", "dp")
+
+
+def group_key(source: RunSource, rank: int, kind: str) -> str:
+    """The group's key in profiler_metadata.json's parallel_group_info (`group_name_<n>`, n unique per group as
+    torch_npu numbers its process groups): default 0, then every tp group, every pp group, every mp group, every
+    dp group, each numbered by its lowest rank."""
+    par = parallel_of(source)
+    world, tp, mp = source.devices, par["tp"], par["tp"] * par["pp"]
+    counts = {"default_group": 1, "tp": world // tp, "pp": world // par["pp"], "mp": world // mp, "dp": mp}
+    offset = sum(counts[k] for k in GROUP_KINDS[: GROUP_KINDS.index(kind)])
+    first = min(group_ranks(source, rank, kind)) if kind != "default_group" else 0
+    index = {
+        "default_group": 0,
+        "tp": first // tp,
+        "pp": (first // mp) * tp + first % tp,
+        "mp": first // mp,
+        "dp": first,
+    }[kind]
+    return f"group_name_{offset + index}"
+
+
+def group_hash(key: str) -> str:
+    """The HCCL communicator name of a parallel group, as op names carry it after '@': the two 32-bit polynomial
+    hashes (primes 29 and 131) of its parallel_group_info key, which is how msprof-analyze maps a communicator to
+    its group (and so a p2p group to its `pp` name, from which it infers the pipeline stages)."""
+    h0 = h1 = 0
+    for ch in key:
+        h0 = (h0 * 29 + ord(ch)) & 0xFFFFFFFF
+        h1 = (h1 * 131 + ord(ch)) & 0xFFFFFFFF
+    return str((h0 << 32) | h1)
 
 
 def metadata(source: RunSource, rank: int) -> dict[str, Any]:
@@ -47,8 +85,8 @@ def metadata(source: RunSource, rank: int) -> dict[str, Any]:
     par = parallel_of(source)
     tp, dp = par["tp"], par["dp"]
     world = source.devices
-    tp_ranks = group_ranks(source, rank)
-    dp_ranks = list(range(rank % tp, world, tp))
+    kinds = [k for k in GROUP_KINDS if k in ("default_group", "tp", "dp") or par["pp"] > 1]
+    groups = {k: list(range(world)) if k == "default_group" else group_ranks(source, rank, k) for k in kinds}
     return {
         "distributed_args": {
             "tensor_model_parallel_size": tp,
@@ -61,23 +99,20 @@ def metadata(source: RunSource, rank: int) -> dict[str, Any]:
             "world_size": world,
         },
         "parallel_group_info": {
-            f"group_name_{group_hash(list(range(world)))[-3:]}": {
-                "group_name": "default_group",
-                "group_rank": rank,
-                "global_ranks": list(range(world)),
-            },
-            f"group_name_{group_hash(tp_ranks)[-3:]}": {
-                "group_name": "tp",
-                "group_rank": tp_ranks.index(rank),
-                "global_ranks": tp_ranks,
-            },
-            f"group_name_{group_hash(dp_ranks)[-3:]}": {
-                "group_name": "dp",
-                "group_rank": dp_ranks.index(rank),
-                "global_ranks": dp_ranks,
-            },
+            group_key(source, rank, name): {
+                "group_name": name,
+                "group_rank": ranks.index(rank),
+                "global_ranks": ranks,
+            }
+            for name, ranks in groups.items()
         },
     }
+
+
+def is_last_stage(source: RunSource, rank: int) -> bool:
+    """Whether `rank` runs the last pipeline stage (it samples the token: its steps end with the copy to the host)."""
+    par = parallel_of(source)
+    return (rank // par["tp"]) % par["pp"] == par["pp"] - 1
 
 
 def _comm_rows(source: RunSource) -> pa.Table:
@@ -110,16 +145,68 @@ def _bandwidth(transport: str, size_mb: float, time_ms: float) -> dict[str, Any]
     }
 
 
+def _links(
+    ranks: list[int],
+    pairs: list[tuple[int, int]],
+    me: int,
+    transport: str,
+    size_mb: float,
+    ms: float,
+    op: str,
+    hbm_gbps: float,
+) -> dict[str, Any]:
+    """communication_matrix.json links of one task: src-dst by index in the group, plus the rank's own (local)
+    entry, with which msprof-analyze maps group indices to global ranks."""
+    share = size_mb / len(pairs)
+    links = {
+        f"{ranks.index(a)}-{ranks.index(b)}": {
+            "Transport Type": transport,
+            "Transit Size(MB)": share,
+            "Transit Time(ms)": ms,
+            "Bandwidth(GB/s)": round(share / ms, 4) if ms else 0,
+            "Op Name": op,
+        }
+        for a, b in pairs
+    }
+    local = ranks.index(me)
+    links[f"{local}-{local}"] = {
+        "Transport Type": "LOCAL",
+        "Transit Size(MB)": share,
+        "Transit Time(ms)": share / hbm_gbps,
+        "Bandwidth(GB/s)": round(hbm_gbps, 4),
+        "Op Name": op,
+    }
+    return links
+
+
+def _total(ops: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)", "Idle Time(ms)")
+    total = {key: sum(o["Communication Time Info"][key] for o in ops) for key in keys}
+    return {
+        "Communication Time Info": {**total, "Wait Time Ratio": 0, "Synchronization Time Ratio": 0},
+        "Communication Bandwidth Info": {
+            t: {
+                "Transit Time(ms)": sum(o["Communication Bandwidth Info"][t]["Transit Time(ms)"] for o in ops),
+                "Transit Size(MB)": sum(o["Communication Bandwidth Info"][t]["Transit Size(MB)"] for o in ops),
+                "Size Distribution": {},
+            }
+            for t in TRANSPORTS
+        },
+    }
+
+
 def communication(source: RunSource, rank: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(communication.json, communication_matrix.json) of one rank: per step, each collective with its time split
-    (Elapse = the task; Transit = the alpha-beta transfer; Wait = what it waited for the group's slowest rank),
-    its bytes per transport, and the matrix of its links (this rank to each peer of its tp group)."""
+    """(communication.json, communication_matrix.json) of one rank: per step, each collective (and, in `p2p`, each
+    pipeline send and receive) with its time split (Elapse = the task; Transit = the alpha-beta transfer; Wait =
+    what it waited for its peers), its bytes per transport, and the matrix of its links (a collective: this rank to
+    each peer of its tp group; a send: to the next stage; a receive: from the previous one)."""
     rows = _comm_rows(source)
+    device = DeviceSpec.model_validate(source.doc["device"])
+    tp = parallel_of(source)["tp"]
     group = tp_group(source)
-    transport = group.transport or "HCCS"
-    static_ms = float(DeviceSpec.model_validate(source.doc["device"]).topology.collective_static_us) / 1e3  # type: ignore[union-attr]
-    ranks = group_ranks(source, rank)
-    gid = group_hash(ranks)
+    static_ms = float(device.topology.collective_static_us) / 1e3  # type: ignore[union-attr]
+    tp_ranks, pp_ranks = group_ranks(source, rank), group_ranks(source, rank, "pp")
+    gids = {k: group_hash(group_key(source, rank, k)) for k in ("tp", "pp")}
     hbm_gbps = float(source.doc["device"]["hbm"]["bandwidth_gbps"])
     comm: dict[str, Any] = {}
     matrix: dict[str, Any] = {}
@@ -132,9 +219,18 @@ def communication(source: RunSource, rank: int) -> tuple[dict[str, Any], dict[st
     for i in range(rows.num_rows):
         step = f"step{cols['step'][i]}"
         kind = KIND_OF.get(str(cols["op_type"][i]), "AllReduce")
+        if kind in ("Send", "Receive"):
+            peer = rank + tp if kind == "Send" else rank - tp
+            link = place_pair(device.topology, min(rank, peer), max(rank, peer), device.name)
+            section, ranks, pairs = "p2p", pp_ranks, [(rank, peer) if kind == "Send" else (peer, rank)]
+        else:
+            link, section, ranks = group, "collective", tp_ranks
+            pairs = [(rank, r) for r in ranks if r != rank]
+        transport = link.transport or "HCCS"
+        gid = gids["pp" if section == "p2p" else "tp"]
         sent = float(cols["comm_bytes"][i] or 0)
         elapse = cols["task_dur_ns"][i] / 1e6
-        transit = _transfer_ms(kind, group, sent)
+        transit = _transfer_ms(kind, link, sent)
         # what the task lasted beyond its own modelled time (rounded to ns as the task was): waiting for peers
         wait = max(0, cols["task_dur_ns"][i] - round((transit + static_ms) * 1e6)) / 1e6
         size_mb = sent / 1e6
@@ -154,53 +250,13 @@ def communication(source: RunSource, rank: int) -> tuple[dict[str, Any], dict[st
                 for t in TRANSPORTS
             },
         }
-        name = f"{cols['op_name'][i]}@{gid}"
-        comm.setdefault(step, {"p2p": {}, "collective": {}})["collective"][name] = info
-        peers = [r for r in ranks if r != rank]
-        local = ranks.index(rank)  # the matrix names ranks by their index in the group
-        links = {
-            f"{local}-{ranks.index(peer)}": {
-                "Transport Type": transport,
-                "Transit Size(MB)": size_mb / len(peers),
-                "Transit Time(ms)": transit,
-                "Bandwidth(GB/s)": round(size_mb / len(peers) / transit, 4) if transit else 0,
-                "Op Name": cols["op_name"][i],
-            }
-            for peer in peers
-        }
-        # the rank's own entry (a local copy through HBM): msprof-analyze maps local to global ranks with it
-        local_ms = size_mb / len(peers) / hbm_gbps
-        links[f"{local}-{local}"] = {
-            "Transport Type": "LOCAL",
-            "Transit Size(MB)": size_mb / len(peers),
-            "Transit Time(ms)": local_ms,
-            "Bandwidth(GB/s)": round(hbm_gbps, 4),
-            "Op Name": cols["op_name"][i],
-        }
-        matrix.setdefault(step, {"p2p": {}, "collective": {}})["collective"][
-            f"{kind.lower()}-{cols['op_name'][i].rsplit('_', 1)[-1]}@{gid}"
-        ] = links
-    for step in comm.values():
-        ops = list(step["collective"].values())
-        total = {
-            key: sum(o["Communication Time Info"][key] for o in ops)
-            for key in (
-                "Elapse Time(ms)",
-                "Transit Time(ms)",
-                "Wait Time(ms)",
-                "Synchronization Time(ms)",
-                "Idle Time(ms)",
-            )
-        }
-        step["collective"]["Total Op Info"] = {
-            "Communication Time Info": {**total, "Wait Time Ratio": 0, "Synchronization Time Ratio": 0},
-            "Communication Bandwidth Info": {
-                t: {
-                    "Transit Time(ms)": sum(o["Communication Bandwidth Info"][t]["Transit Time(ms)"] for o in ops),
-                    "Transit Size(MB)": sum(o["Communication Bandwidth Info"][t]["Transit Size(MB)"] for o in ops),
-                    "Size Distribution": {},
-                }
-                for t in TRANSPORTS
-            },
-        }
+        op = cols["op_name"][i]
+        comm.setdefault(step, {"p2p": {}, "collective": {}})[section][f"{op}@{gid}"] = info
+        matrix.setdefault(step, {"p2p": {}, "collective": {}})[section][
+            f"{kind.lower()}-{op.rsplit('_', 1)[-1]}@{gid}"
+        ] = _links(ranks, pairs, rank, transport, size_mb, transit, op, hbm_gbps)
+    for sections in comm.values():
+        for ops in sections.values():
+            if ops:
+                ops["Total Op Info"] = _total(list(ops.values()))
     return comm, matrix

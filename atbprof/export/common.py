@@ -78,9 +78,18 @@ class RunSource:
         """The token copy back to the host that ends every step (config.execution.sync_us)."""
         return round(float(self.doc.get("config", {}).get("execution", {}).get("sync_us", 0.0)) * 1e3)
 
-    def for_rank(self, rank: int) -> RunSource:
-        """The view of one rank's tasks (a run's ranks have equally many rows)."""
-        return replace(self, rank=rank, ops_rows=self.ops_rows // self.devices)
+    def rank_rows(self) -> dict[int, int]:
+        """Rows per rank of a multi-device run (pipeline stages run different graphs: their counts differ)."""
+        try:
+            ranks = pq.read_table(self.ops_path, columns=["rank"], page_checksum_verification=True).column("rank")
+        except (pa.ArrowException, OSError) as err:
+            raise InputError(f"{self.ops_path}: unreadable ({err}); re-create the run with `atbprof run`") from None
+        counts = pc.value_counts(ranks)
+        return {int(v["values"]): int(v["counts"]) for v in counts.to_pylist() if v["values"] is not None}
+
+    def for_rank(self, rank: int, rows: int) -> RunSource:
+        """The view of one rank's `rows` tasks."""
+        return replace(self, rank=rank, ops_rows=rows)
 
     def iter_batches(self, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         """The op table (of this view's rank) in batches of at most BATCH_ROWS rows; a damaged file -> InputError."""

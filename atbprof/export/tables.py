@@ -296,50 +296,60 @@ class OpStatistic:
 
 class StepComputing:
     """Per step: device busy time of compute tasks and of collectives (the union of task intervals: tasks run in
-    start order on the device), and the end of the step's last task."""
+    start order on the device), the time in pipeline receives, and the first and last task."""
 
     def __init__(self) -> None:
         self.busy_ns: dict[int, int] = {}
         self.comm_ns: dict[int, int] = {}
+        self.receive_ns: dict[int, int] = {}
         self.first_ns: dict[int, int] = {}
         self.last_ns: dict[int, int] = {}
 
     def add(self, b: pa.RecordBatch, new_busy: np.ndarray) -> None:
         comm = pc.equal(pc.cast(b.column("task_type"), pa.string()), "COMMUNICATION")
+        receive = pc.starts_with(pc.cast(b.column("op_type"), pa.string()), "hcom_receive")
         start = b.column("task_start_ns")
         table = pa.table(
             {
                 "step": b.column("step"),
                 "busy": pc.if_else(comm, 0, pa.array(new_busy)),
                 "comm": pc.if_else(comm, pa.array(new_busy), 0),
+                "receive": pc.if_else(receive, b.column("task_dur_ns"), 0),
                 "start": start,
                 "end": pc.add(start, b.column("task_dur_ns")),
             }
         )
-        agg = table.group_by("step").aggregate([("busy", "sum"), ("comm", "sum"), ("start", "min"), ("end", "max")])
-        names = ("step", "busy_sum", "comm_sum", "start_min", "end_max")
+        aggs = [("busy", "sum"), ("comm", "sum"), ("receive", "sum"), ("start", "min"), ("end", "max")]
+        agg = table.group_by("step").aggregate(aggs)
+        names = ("step", "busy_sum", "comm_sum", "receive_sum", "start_min", "end_max")
         rows = zip(*(agg.column(c).to_pylist() for c in names), strict=True)
-        for step, busy, comm_ns, first, last in rows:
+        for step, busy, comm_ns, receive_ns, first, last in rows:
             self.busy_ns[step] = self.busy_ns.get(step, 0) + busy
             self.comm_ns[step] = self.comm_ns.get(step, 0) + comm_ns
+            self.receive_ns[step] = self.receive_ns.get(step, 0) + receive_ns
             self.first_ns[step] = min(self.first_ns.get(step, first), first)
             self.last_ns[step] = max(self.last_ns.get(step, last), last)
 
     def csv(self, steps: pa.Table, sync_ns: int, with_device: bool = True, device_id: int = DEVICE_ID) -> str:
-        """step_trace_time: Stage = the ProfilerStep (host start -> this device's last task ends and the token is
-        synced), Communication = the collectives (none overlap compute: a rank's tasks run in order), Free = Stage
-        - Computing - Communication, Preparing = step start -> this device's first task."""
+        """step_trace_time as torch_npu computes it, over this rank's ProfilerStep frames (the end of its previous
+        step to the end of this one: its last task, plus the token copy `sync_ns` where it samples):
+        Communication = the collectives (none overlap compute: a rank's tasks run in order), Free = frame -
+        Computing - Communication, Bubble = the pipeline receives, Stage = frame - Bubble, Preparing = frame start
+        -> this device's first task."""
         lines = [STEP_TRACE_HEADER if with_device else STEP_TRACE_HEADER.split(",", 1)[1]]
+        begin = 0
         for r in steps.to_pylist():
             step = r["step"]
-            last = self.last_ns.get(step, r["device_end_ns"])
-            stage = last + sync_ns - r["host_start_ns"]
+            end = self.last_ns.get(step, r["device_end_ns"]) + sync_ns
+            span = end - begin
             computing, comm = self.busy_ns.get(step, 0), self.comm_ns.get(step, 0)
-            cells = [str(step), *_us_list(computing, comm, 0, comm, stage - computing - comm, stage), "0"]
-            cells.append(py_number(comm / 1000.0))
+            bubble = self.receive_ns.get(step, 0)
+            cells = [str(step), *_us_list(computing, comm, 0, comm, span - computing - comm, span - bubble, bubble)]
+            cells.append(py_number((comm - bubble) / 1000.0))
             first = self.first_ns.get(step, r["device_start_ns"])
-            cells.append(py_number((first - r["host_start_ns"]) / 1000.0))
+            cells.append(py_number((first - begin) / 1000.0))
             lines.append(",".join(([str(device_id)] if with_device else []) + cells))
+            begin = end
         return "\n".join(lines) + "\n"
 
 

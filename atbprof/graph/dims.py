@@ -77,12 +77,16 @@ class ModelDims:
     def msprof_dtype(self) -> str:
         return "DT_FLOAT16" if self.dtype == "fp16" else "DT_BF16"
 
-    def weight_bytes(self) -> int:
-        """Bytes of one rank's weights read once per decode token (embedding counted as one row)."""
+    def layer_weight_bytes(self) -> int:
+        """Bytes of one rank's weights of one decoder layer."""
         h, i, d = self.hidden, self.inter_local, self.head_dim
         attn = h * (self.heads_local * d) * 2 + h * (self.kv_local * d) * 2
         mlp = 3 * h * i if self.architecture == "llama" else 2 * h * i
-        return (self.layers * (attn + mlp + 2 * h) + h + self.vocab_local * h) * self.dsize
+        return (attn + mlp + 2 * h) * self.dsize
+
+    def weight_bytes(self) -> int:
+        """Bytes of one rank's weights read once per decode token (embedding counted as one row)."""
+        return self.layers * self.layer_weight_bytes() + (self.hidden + self.vocab_local * self.hidden) * self.dsize
 
     def table_bytes(self) -> int:
         """One rank's share of the embedding table beyond the row weight_bytes counts."""

@@ -1,4 +1,4 @@
-"""Op table schema, version 2 (version 1 had no rank, stage and comm_bytes).
+"""Op table schema, version 3 (version 2 had no microbatch; version 1 no rank, stage and comm_bytes).
 
 One row per device task, in the order each device ran them; a multi-device run holds every rank's tasks (rows of
 one rank are in device order, (rank, op_index) is unique). Runs of `atbprof run` fill every column; an imported
@@ -21,7 +21,7 @@ from atbprof.errors import InputError, SchemaError
 if TYPE_CHECKING:  # pyarrow.parquet is imported where a file is read: analyze of other formats never needs it
     import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 
 _dict = pa.dictionary(pa.int32(), pa.string())
 
@@ -62,6 +62,7 @@ _FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("rank", pa.int32(), True, "global rank (device) that ran the task: tp rank + tp x (stage + pp x dp replica)"),
     ("stage", pa.int32(), True, "pipeline stage of that rank (0 without pipeline parallelism)"),
     ("comm_bytes", pa.int64(), True, "collectives: bytes this rank sent over its links (msprof Transit Size)"),
+    ("microbatch", pa.int32(), True, "pipeline microbatch of the step this task belongs to (0 without stages)"),
 ]
 
 OPS_SCHEMA = pa.schema(

@@ -1,4 +1,5 @@
-"""Tensor-parallel sharding rules (atbprof/data/parallel.yaml): per-rank linear shapes and where collectives go."""
+"""Sharding rules (atbprof/data/parallel.yaml): per-rank linear shapes and where collectives go (tensor
+parallel), which model-level ops every pipeline stage runs and the roles of its sends and receives."""
 
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ class CollectiveAfter(_M):
     role: str
 
 
+class PointToPoint(_M):
+    role: str
+
+
+class PipelineRules(_M):
+    every_stage: tuple[str, ...]
+    send: PointToPoint
+    receive: PointToPoint
+
+
 class TensorParallelRules(_M):
     linears: dict[str, LinearSplit]
     embedding: EmbeddingSplit
@@ -59,3 +70,9 @@ class TensorParallelRules(_M):
 def tensor_parallel_rules() -> TensorParallelRules:
     text = resources.files("atbprof.data").joinpath("parallel.yaml").read_text(encoding="utf-8")
     return TensorParallelRules.model_validate(yaml.safe_load(text)["tensor_parallel"])  # our data: a bug if bad
+
+
+@lru_cache(maxsize=1)
+def pipeline_rules() -> PipelineRules:
+    text = resources.files("atbprof.data").joinpath("parallel.yaml").read_text(encoding="utf-8")
+    return PipelineRules.model_validate(yaml.safe_load(text)["pipeline"])  # our data: a bug if bad

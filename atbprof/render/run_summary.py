@@ -10,6 +10,7 @@ from rich.table import Table
 
 from atbprof.render.labels import CATEGORY_LABELS
 from atbprof.run import RunResult
+from atbprof.sim.summary import RunSummary
 
 RUN_SUMMARY_SCHEMA_VERSION = "1"
 """`atbprof run --format json`: schema_version, name, out_dir, files, device, notes, next_commands, summary and
@@ -73,17 +74,24 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
         head.add_row("HBM floor", f"{s.hbm_floor_ms_per_token:.2f} ms/token")
     if multi:
         assert par is not None
+        stages = ""
+        if par.pp > 1:
+            layers = "/".join(map(str, par.stage_layers))
+            stages = f"; {par.microbatches} microbatch{'es' if par.microbatches > 1 else ''}, layers {layers}"
         head.add_row(
             "deployment",
-            f"{par.devices} x {result.device_name} (tp {par.tp}, pp {par.pp}, dp {par.dp}; HCCL {par.algorithm} "
-            f"over {par.transport})",
+            f"{par.devices} x {result.device_name} (tp {par.tp}, pp {par.pp}, dp {par.dp}{stages}; HCCL "
+            f"{par.algorithm} over {par.transport})",
         )
         if decode:
+            of = "a token's path through the stages" if par.pp > 1 else "rank 0's step"
             head.add_row(
                 "communication",
-                f"{s.communication_ms_per_token:.2f} ms/token ({s.communication_share:.1%} of rank 0's step)",
+                f"{s.communication_ms_per_token:.2f} ms/token ({s.communication_share:.1%} of {of})",
             )
-    head.add_row("device busy", f"{s.device_busy_fraction:.1%}" + (" (rank 0)" if multi else ""))
+    staged = multi and par is not None and par.pp > 1
+    busy_of = " (mean over the stages)" if staged else " (rank 0)" if multi else ""
+    head.add_row("device busy", f"{s.device_busy_fraction:.1%}{busy_of}")
     if decode:
         head.add_row("host-bound (device idle in decode)", f"{s.host_bound_fraction:.1%}")
         head.add_row(
@@ -95,16 +103,15 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
         m = s.memory
         fits = "" if m.fits else f"  DOES NOT FIT (needs >= {m.devices_needed} devices)"
         head.add_row(
-            "memory" + (" per device" if multi else ""),
+            "memory" + (f" per device (stage {m.stage}, the fullest)" if staged else " per device" if multi else ""),
             f"{m.total_gb:.1f} of {m.capacity_gb:g} GB (weights {m.weights_gb:.1f}, KV {m.kv_cache_gb:.1f}, "
             f"activations {m.activations_gb:.1f}"
             + (f", HCCL buffers {m.communication_gb:.1f}" if multi else "")
             + f"){fits}",
         )
     per_rank = f" over {par.devices} ranks" if multi and par is not None else ""
-    head.add_row(
-        "ops", f"{s.ops_total:,}{per_rank} ({s.ops_per_decode_step} per decode step{' per rank' if per_rank else ''})"
-    )
+    per_step = " along a token's path" if staged else " per rank" if per_rank else ""
+    head.add_row("ops", f"{s.ops_total:,}{per_rank} ({s.ops_per_decode_step} per decode step{per_step})")
     console.print(head)
     figures = s.breakdown_ms_per_token if decode else s.ttft_breakdown_ms
     total = s.decode_ms_per_token if decode else s.ttft_ms
@@ -131,21 +138,8 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
                 f"{t.attributed_ms_per_token:.3f}",
             )
         console.print(top)
-    if multi and decode and len({r.slowdown for r in s.ranks}) > 1:
-        ranks = Table(title="ranks (mean decode step, µs; msprof-analyze's step split)", title_justify="left")
-        for col in ("rank", "slowdown", "step", "computing", "comm (not overlapped)", "waited", "free"):
-            ranks.add_column(col, justify="right", no_wrap=True)
-        for r in s.ranks:
-            ranks.add_row(
-                str(r.rank),
-                f"{r.slowdown:g}",
-                f"{r.step_us:,.1f}",
-                f"{r.computing_us:,.1f}",
-                f"{r.communication_not_overlapped_us:,.1f}",
-                f"{r.communication_wait_us:,.1f}",
-                f"{r.free_us:,.1f}",
-            )
-        console.print(ranks)
+    if multi and decode and (staged or len({r.slowdown for r in s.ranks}) > 1):
+        console.print(_rank_table(s, staged))
     fired: dict[str, dict[str, int]] = {}
     for phase, rules in s.fusion_fired.items():
         for rule, n in rules.items():
@@ -168,3 +162,33 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
     console.print(f"wrote {result.out_dir}/ ({', '.join(result.files)})")
     for k, (cmd, why) in enumerate(next_commands(result, config)):
         console.print(f"{'next:' if k == 0 else '':6}{cmd}   ({why})")
+
+
+def _rank_table(s: RunSummary, staged: bool) -> Table:
+    """The ranks' mean decode step split; ranks alike (same stage and figures) on one row, e.g. "0-3"."""
+    title = "ranks (mean decode step, µs; msprof-analyze's step split)"
+    ranks = Table(title=title, title_justify="left")
+    cols = ["rank", *(["stage"] if staged else []), "slowdown", "step", "computing", "comm (not overlapped)"]
+    cols += [*(["bubble"] if staged else []), "waited", "free"]
+    for col in cols:
+        ranks.add_column(col, justify="right", no_wrap=True)
+    rows: list[tuple[list[int], list[str]]] = []
+    for r in s.ranks:
+        cells = [
+            *([str(r.stage)] if staged else []),
+            f"{r.slowdown:g}",
+            f"{r.step_us:,.1f}",
+            f"{r.computing_us:,.1f}",
+            f"{r.communication_not_overlapped_us:,.1f}",
+            *([f"{r.bubble_us:,.1f}"] if staged else []),
+            f"{r.communication_wait_us:,.1f}",
+            f"{r.free_us:,.1f}",
+        ]
+        if staged and rows and rows[-1][1] == cells and rows[-1][0][-1] == r.rank - 1:
+            rows[-1][0].append(r.rank)
+        else:
+            rows.append(([r.rank], cells))
+    for members, cells in rows:
+        label = str(members[0]) if len(members) == 1 else f"{members[0]}-{members[-1]}"
+        ranks.add_row(label, *cells)
+    return ranks

@@ -7,8 +7,11 @@
   run out of memory);
 - workspace: the largest cube<->vector hand-off a fused kernel keeps in global memory on split-core 910B (MIX
   kernels exchange tiles through GM: at most two UB-sized tiles per vector core in flight), 0 on 910A;
-- communication: HCCL's send and receive buffers of each communicator a rank belongs to (tensor parallel: one).
-Everything is per device: a tensor-parallel rank holds its share of the weights and KV heads (dims are sharded).
+- communication: HCCL's send and receive buffers of each communicator a rank belongs to (its tensor-parallel group,
+  its pipeline group).
+Everything is per device: a tensor-parallel rank holds its share of the weights and KV heads (dims are sharded); a
+pipeline stage holds its layers' weights and KV cache for the whole batch (the embedding on the first stage, the LM
+head on the last), and the activations of one microbatch at a time.
 A caching allocator holds more than this peak, so a run that fits here may still need headroom on a real card;
 one that does not fit here cannot run.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel
@@ -44,6 +48,16 @@ class MemoryEstimate(BaseModel):
     devices_needed: int
     capacity_ignored: bool = False
     smallest_tp_that_fits: int | None = None  # None: none that the model's heads allow
+    stage: int = 0  # the pipeline stage this is for: the one that needs the most
+
+
+@dataclass(frozen=True)
+class StageShare:
+    """What one pipeline stage holds of the model: `layers` decoder layers, and the embedding / the LM head."""
+
+    layers: int
+    embedding: bool
+    lm_head: bool
 
 
 class _Working:
@@ -75,24 +89,39 @@ class _Working:
         return float((work @ values).max(initial=0.0)), space_max
 
 
-def _kv_bytes(d: ModelDims, batch: int, context: int) -> float:
-    return 2.0 * d.layers * d.kv_local * d.head_dim * d.dsize * batch * context
+def _kv_bytes(d: ModelDims, batch: int, context: int, share: StageShare | None = None) -> float:
+    layers = d.layers if share is None else share.layers
+    return 2.0 * layers * d.kv_local * d.head_dim * d.dsize * batch * context
 
 
-def _weights_bytes(d: ModelDims) -> float:
-    return float(d.weight_bytes() + d.table_bytes())
+def _weights_bytes(d: ModelDims, share: StageShare | None = None) -> float:
+    if share is None:
+        return float(d.weight_bytes() + d.table_bytes())
+    embedding = (d.table_bytes() + d.hidden * d.dsize) if share.embedding else 0
+    head = d.vocab_local * d.hidden * d.dsize if share.lm_head else 0
+    return float(share.layers * d.layer_weight_bytes() + embedding + head)
 
 
 def _parts(
-    w: _Working, d: ModelDims, split: bool, batch: int, prompt: int, decode: int, cache_len: int | None
+    w: _Working,
+    d: ModelDims,
+    split: bool,
+    batch: int,
+    prompt: int,
+    decode: int,
+    cache_len: int | None,
+    share: StageShare | None = None,
+    microbatches: int = 1,
 ) -> tuple[float, ...]:
     context = prompt + decode
     act, space = 0.0, 0.0
+    micro = -(-batch // microbatches)  # a stage runs one microbatch at a time
     for phase, sq, skv, attend in (("prefill", prompt, prompt, prompt), ("decode", 1, context, cache_len or context)):
         if phase in w.phases and (phase == "prefill" or decode > 0):
-            a, s = w.peak(phase, batch, sq, skv, attend)
-            act, space = max(act, a + batch * sq * d.hidden * d.dsize), max(space, s)
-    return _weights_bytes(d), _kv_bytes(d, batch, cache_len or context), act, space if split else 0.0
+            a, s = w.peak(phase, micro, sq, skv, attend)
+            act, space = max(act, a + micro * sq * d.hidden * d.dsize), max(space, s)
+    kv = _kv_bytes(d, batch, cache_len or context, share)
+    return _weights_bytes(d, share), kv, act, space if split else 0.0
 
 
 def estimate_memory(
@@ -108,18 +137,28 @@ def estimate_memory(
     cache_len: int | None = None,
     full_dims: ModelDims | None = None,
     buffer_bytes_per_communicator: float = 0.0,
+    share: StageShare | None = None,
+    microbatches: int = 1,
+    communicators: int | None = None,
+    stage: int = 0,
 ) -> MemoryEstimate:
     """`cache_len`: a fixed KV cache's positions; `full_dims`: the unsharded model, to find the smallest
-    tensor-parallel degree that fits; a tensor-parallel rank holds one communicator's HCCL buffers,
-    `buffer_bytes_per_communicator`."""
+    tensor-parallel degree that fits; each of the rank's `communicators` (default: one with tensor parallelism)
+    holds `buffer_bytes_per_communicator` of HCCL buffers; `share`: a pipeline stage's part of the model, whose
+    kernels run `microbatches` at a time."""
     working = _Working(graphs, tile_bytes)
-    comm_buffer_bytes = buffer_bytes_per_communicator if dims.tp > 1 else 0.0
+    if communicators is None:
+        communicators = 1 if dims.tp > 1 else 0
+    comm_buffer_bytes = buffer_bytes_per_communicator * communicators
+
+    def parts(b: int, p: int, fixed: int | None) -> tuple[float, ...]:
+        return _parts(working, dims, split_cores, b, p, decode, fixed, share, microbatches)
 
     def total(b: int, p: int) -> float:
         fixed = max(cache_len, p + decode) if cache_len else None
-        return (sum(_parts(working, dims, split_cores, b, p, decode, fixed)) + comm_buffer_bytes) / GB
+        return (sum(parts(b, p, fixed)) + comm_buffer_bytes) / GB
 
-    weights, kv, act, space = (x / GB for x in _parts(working, dims, split_cores, batch, prompt, decode, cache_len))
+    weights, kv, act, space = (x / GB for x in parts(batch, prompt, cache_len))
     comm = comm_buffer_bytes / GB
     need = weights + kv + act + space + comm
     cap = capacity_gb
@@ -145,10 +184,20 @@ def estimate_memory(
         devices_needed=devices,
         capacity_ignored=capacity_ignored,
         smallest_tp_that_fits=_smallest_tp(
-            full_dims or dims, cap, act + space, batch, prompt, decode, cache_len, buffer_bytes_per_communicator / GB
+            full_dims or dims,
+            cap,
+            act + space,
+            batch,
+            prompt,
+            decode,
+            cache_len,
+            buffer_bytes_per_communicator / GB,
+            share,
+            communicators - (1 if dims.tp > 1 else 0),
         )
         if cap > 0
         else None,
+        stage=stage,
     )
 
 
@@ -161,6 +210,8 @@ def _smallest_tp(
     decode: int,
     cache_len: int | None,
     buffer_gb: float,
+    share: StageShare | None = None,
+    other_communicators: int = 0,
 ) -> int | None:
     """The smallest tp (a power of two the heads allow) whose per-device weights + KV cache + this run's
     activations, workspace and a communicator's buffers fit; activations only shrink with tp, so an upper bound."""
@@ -173,8 +224,9 @@ def _smallest_tp(
         except ConfigError:
             tp *= 2
             continue
-        buffers = buffer_gb if tp > 1 else 0.0
-        need = (_weights_bytes(d) + _kv_bytes(d, batch, cache_len or prompt + decode)) / GB + other_gb + buffers
+        buffers = buffer_gb * ((1 if tp > 1 else 0) + other_communicators)
+        held = _weights_bytes(d, share) + _kv_bytes(d, batch, cache_len or prompt + decode, share)
+        need = held / GB + other_gb + buffers
         if need <= cap_gb:
             return tp
         tp *= 2

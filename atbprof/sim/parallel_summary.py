@@ -22,6 +22,8 @@ class Deployment(BaseModel):
     pp: int
     dp: int
     devices: int
+    microbatches: int = 1
+    stage_layers: list[int] = []  # decoder layers per pipeline stage
     transport: str  # the tensor-parallel group's slowest link (HCCS, PCIE, RDMA), "" on one card
     algorithm: str  # HCCL's algorithm per level, e.g. "mesh" or "ring+halving_doubling"
 
@@ -41,27 +43,26 @@ class CollectiveUse(BaseModel):
 
 
 def _collectives(sim: Simulation) -> list[CollectiveUse]:
-    group = sim.parallel.group
+    """Per phase, each kind of HCCL task of a token's path (one microbatch's pass through every stage)."""
     topo = sim.device.topology
     static_us = topo.collective_static_us if topo else 0.0
     out = []
     for plan in sim.plans:
-        pm = sim.phases[plan.phase]
-        values = basis_values(sim.cfg.workload.batch_size, plan.sq[:1], plan.skv[:1], plan.attend[:1]).astype(
-            np.float64
-        )
+        values = basis_values(sim.micro_batch, plan.sq[:1], plan.skv[:1], plan.attend[:1]).astype(np.float64)
         seen: dict[tuple[str, str], list[Any]] = {}
-        for n in pm.graph.nodes:
-            for w in n.work:
-                if w.unit != "comm":
-                    continue
-                nbytes = np.asarray(w.comm_bytes.coef @ values)
-                key = (n.op_type, n.role)
-                if key not in seen:
-                    ns = float(collective_ns(w.kind, group, nbytes)[0])
-                    sent = float(transit_bytes(w.kind, group, nbytes)[0])
-                    seen[key] = [0, float(nbytes[0]), sent, ns]
-                seen[key][0] += 1
+        for st in sim.stages:
+            for n in st.phases[plan.phase].graph.nodes:
+                for w in n.work:
+                    if w.unit != "comm":
+                        continue
+                    nbytes = np.asarray(w.comm_bytes.coef @ values)
+                    key = (n.op_type, n.role)
+                    if key not in seen:
+                        group = st.comm.of(w.kind)
+                        ns = float(collective_ns(w.kind, group, nbytes)[0])
+                        sent = float(transit_bytes(w.kind, group, nbytes)[0])
+                        seen[key] = [0, float(nbytes[0]), sent, ns]
+                    seen[key][0] += 1
         for (op_type, role), (count, nbytes, sent, ns) in seen.items():
             out.append(
                 CollectiveUse(
@@ -86,19 +87,22 @@ def parallel_summary(sim: Simulation, summary: RunSummary) -> dict[str, Any]:
     ranks = []
     for c, rc in enumerate(plan.classes):
         split = sim.rank_split.decode_means(c)
-        stages = plan.stage_of(rc.ranks)
-        for r, stage in zip(rc.ranks, stages, strict=True):
-            ranks.append(RankStepSplit(rank=int(r), stage=int(stage), slowdown=rc.factor, **split))
+        for r in rc.ranks:
+            ranks.append(RankStepSplit(rank=int(r), stage=rc.stage, slowdown=rc.factor, **split))
     ranks.sort(key=lambda row: row.rank)
-    rank0 = ranks[0]
-    comm_ms = rank0.communication_us / 1e3
-    step_ms = rank0.step_us / 1e3
+    # a token's path: one microbatch's pass through each stage (its leading rank's step / microbatches); a
+    # Receive's time is the stage's bubble (reported per rank), the transfer it waits for is its Send's
+    leaders = [ranks[r] for r in plan.stage_leaders()]
+    comm_ms = sum(row.communication_us - row.bubble_us for row in leaders) / plan.microbatches / 1e3
+    step_ms = ranks[0].step_us / 1e3
     return {
         "parallel": Deployment(
             tp=plan.tp,
             pp=plan.pp,
             dp=plan.dp,
             devices=plan.devices,
+            microbatches=plan.microbatches,
+            stage_layers=[hi - lo for lo, hi in plan.stage_bounds],
             transport=group.transport,
             algorithm="+".join(lv.algorithm for lv in group.levels),
         ),

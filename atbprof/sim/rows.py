@@ -11,13 +11,13 @@ from atbprof.optable.schema import PIPES
 from atbprof.sim.steps import PHASES
 
 if TYPE_CHECKING:
-    from atbprof.sim.simulate import RankTimes, TimedChunk
+    from atbprof.sim.models import RankTimes, TimedChunk
 
 
 def shared_columns(tc: TimedChunk, d: dict[str, pa.Array]) -> dict[str, pa.Array]:
     """The columns every rank of the chunk has in common (what ran, not when)."""
     plan, chunk, pm, values, costs, op_index = tc.plan, tc.chunk, tc.pm, tc.values, tc.costs, tc.op_index
-    n_nodes = len(pm.graph.nodes)
+    n_nodes = pm.n_nodes
     k = len(chunk.steps)
     rows = k * n_nodes
     cols = np.arange(k)[:, None]
@@ -31,7 +31,8 @@ def shared_columns(tc: TimedChunk, d: dict[str, pa.Array]) -> dict[str, pa.Array
             pa.array(np.full(rows, PHASES.index(plan.phase), dtype=np.int32)), d["phase"]
         ),
         "layer": pa.array(np.tile(pm.layer, k)),
-        "node_id": pa.array(np.tile(np.arange(n_nodes, dtype=np.int32), k)),
+        "node_id": pa.array(np.tile(pm.node_id, k)),
+        "microbatch": pa.array(np.tile(pm.microbatch, k)),
         "role": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.role, k)), d["role"]),
         "op_name": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.name, k)), d["name"]),
         "op_type": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.op_type, k)), d["optype"]),
@@ -59,7 +60,7 @@ def shared_columns(tc: TimedChunk, d: dict[str, pa.Array]) -> dict[str, pa.Array
 def time_columns(tc: TimedChunk, rt: RankTimes) -> dict[str, pa.Array]:
     """When one rank class ran each task: times, waits, host launches, pipe busy times."""
     costs = tc.costs
-    n_nodes = len(tc.pm.graph.nodes)
+    n_nodes = tc.pm.n_nodes
     k = len(tc.chunk.steps)
     rows = k * n_nodes
     take = (tc.pm.sig[None, :].repeat(k, axis=0), np.broadcast_to(np.arange(k)[:, None], (k, n_nodes)))

@@ -8,7 +8,6 @@ without one Python object per op.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -22,78 +21,23 @@ from atbprof.fusion.rules import Rule
 from atbprof.graph.builder import build_graph
 from atbprof.graph.dims import ModelDims, resolve_model
 from atbprof.graph.expr import basis_values
-from atbprof.graph.nodes import Graph
 from atbprof.optable.schema import OPS_SCHEMA, STEPS_SCHEMA
 from atbprof.parallel.collectives import COMM_STREAM, insert_collectives
-from atbprof.parallel.plan import ParallelPlan, RankClass, plan_parallel
-from atbprof.sim.memory import MemoryEstimate, does_not_fit, estimate_memory
+from atbprof.parallel.pipeline import stage_graph
+from atbprof.parallel.plan import ParallelPlan, plan_parallel
+from atbprof.sim.deployment_clock import DeploymentClock
+from atbprof.sim.memory import MemoryEstimate, StageShare, does_not_fit, estimate_memory
+from atbprof.sim.models import Dictionaries, PhaseModel, RankTimes, StageModel, TimedChunk
 from atbprof.sim.rank_split import RankSplit
 from atbprof.sim.rows import shared_columns, time_columns
 from atbprof.sim.shapes import ShapeColumns
 from atbprof.sim.steps import PHASES, StepPlan, plan_steps
-from atbprof.sim.timeline import HostModel, simulate_step
+from atbprof.sim.timeline import HostModel
 
 # The calibrated host parameters (scripts/calibrate.py fits them to seed 000's table; README lists them)
 EAGER_DISPATCH_US = 45.0  # torch_npu eager: host cost per kernel launch (aten -> aclnn tiling -> launch)
 EAGER_STEP_OVERHEAD_US = 1300.0  # eager generate loop per token (Python, logits processing, KV bookkeeping)
 GRAPH_STEP_OVERHEAD_US = 300.0  # captured graph: input preparation only
-
-
-@dataclass
-class PhaseModel:
-    phase: str
-    graph: Graph
-    fusion: FusionResult
-    sig: np.ndarray
-    reps: list
-    shapes: ShapeColumns
-    layer: np.ndarray
-    role: np.ndarray
-    name: np.ndarray
-    op_type: np.ndarray
-    stream: np.ndarray
-    fused_from: pa.Array
-    comm: np.ndarray  # bool per node: an HCCL task (not slowed by a straggler, launched as a collective)
-    sync: np.ndarray  # bool per node: joins the tp group (an HCCL task or an MC2 kernel): ends with its slowest rank
-
-
-@dataclass
-class RankTimes:
-    """One rank class's timeline of a chunk (int ns arrays are steps x nodes)."""
-
-    cls: RankClass
-    dur: np.ndarray  # as run: a collective that waited for the group's slowest rank lasts until it ended
-    start: np.ndarray
-    wait: np.ndarray
-    lstart: np.ndarray | None
-
-
-@dataclass
-class TimedChunk:
-    """A chunk of steps after the device model and the timeline of every rank class."""
-
-    plan: StepPlan
-    chunk: StepPlan
-    pm: PhaseModel
-    values: np.ndarray
-    costs: KernelCosts
-    dur_f: np.ndarray  # modelled durations (steps x nodes) before any rank's slowdown
-    disp: np.ndarray | None
-    ranks: list[RankTimes]
-    op_index: int
-
-
-@dataclass
-class Dictionaries:
-    """Run-wide dictionaries so every batch encodes roles/names/types identically."""
-
-    roles: list[str] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    types: list[str] = field(default_factory=list)
-
-    def index(self, values: list[str], table: list[str]) -> np.ndarray:
-        pos = {v: i for i, v in enumerate(table)}
-        return np.array([pos[v] for v in values], dtype=np.int32)
 
 
 def _host_model(cfg: RunConfig, device: DeviceSpec) -> HostModel:
@@ -166,6 +110,24 @@ def _fixed_cache_len(cfg: RunConfig, dims: ModelDims) -> int | None:
     return length
 
 
+def _numbered_per_pass(comm_names: list[str], names: list[str]) -> list[str]:
+    """`names` (one pass's node names, repeated per pass) with pass i's HCCL task `<type>_<group>_<k>` renamed
+    `<type>_<group>_<k + i x n>`, n = the pass's tasks of that group (`comm_names`: "" for other nodes)."""
+    per_group: dict[str, int] = {}
+    for name in comm_names:
+        if name:
+            group = name.rsplit("_", 1)[0]
+            per_group[group] = per_group.get(group, 0) + 1
+    n = len(comm_names)
+    out = list(names)
+    for i in range(n, len(names)):
+        base = comm_names[i % n]
+        if base:
+            group, k = base.rsplit("_", 1)
+            out[i] = f"{group}_{int(k) + (i // n) * per_group[group]}"
+    return out
+
+
 class Simulation:
     """Everything resolved from a config; `batches()` streams the op table."""
 
@@ -182,57 +144,49 @@ class Simulation:
         rules = load_rules(cfg.fusion.rules_file)
         self.rules: list[Rule] = rules.resolve(cfg.fusion.strategy, cfg.fusion.enable, cfg.fusion.disable)
         self.host = _host_model(cfg, self.device)
-        self.parallel: ParallelPlan = plan_parallel(cfg, self.device)
+        self.parallel: ParallelPlan = plan_parallel(cfg, self.device, full.layers, full.name)
         wf = cfg.execution.weight_format or ("nd" if cfg.execution.mode == "eager" else "nz")
         self.weights_nz = wf == "nz"
         self.batch_rows = batch_rows  # rows per streamed batch (whole steps): bounds memory
         self.kv_cache_len = _fixed_cache_len(cfg, full)
         self.plans: list[StepPlan] = plan_steps(cfg.workload.prompt_len, cfg.workload.decode_tokens, self.kv_cache_len)
-        base = insert_collectives(build_graph(self.dims), self.dims)
-        self.base_ops_per_step = len(base.nodes)
-        self.phases: dict[str, PhaseModel] = {}
-        fused = {}
-        for plan in self.plans:
-            b = cfg.workload.batch_size
-            ctx = FusionContext(
-                phase=plan.phase,
-                soc_version=self.device.soc_version,
-                tokens=int(b * plan.sq[0]),
-                seq_len=int(plan.skv.max()),
-                softmax_fusion_max_seq=cfg.fusion.softmax_fusion_max_seq,
-                shape_buckets=cfg.fusion.shape_buckets,
-                dtype=cfg.model.dtype,
-            )
-            fused[plan.phase] = apply_fusion(base, self.rules, ctx)
+        model = insert_collectives(build_graph(self.dims), self.dims)
+        self.base_ops_per_step = len(model.nodes)
+        m = self.parallel.microbatches
+        self.micro_batch = cfg.workload.batch_size // m  # sequences per microbatch (the batch without stages)
+        fused: list[dict[str, FusionResult]] = []
+        for s in range(self.parallel.pp):
+            base = stage_graph(model, s, self.parallel.stage_bounds)
+            fused.append({})
+            for plan in self.plans:
+                ctx = FusionContext(
+                    phase=plan.phase,
+                    soc_version=self.device.soc_version,
+                    tokens=int(self.micro_batch * plan.sq[0]),
+                    seq_len=int(plan.skv.max()),
+                    softmax_fusion_max_seq=cfg.fusion.softmax_fusion_max_seq,
+                    shape_buckets=cfg.fusion.shape_buckets,
+                    dtype=cfg.model.dtype,
+                )
+                fused[s][plan.phase] = apply_fusion(base, self.rules, ctx)
         self.dicts = Dictionaries()
-        for res in fused.values():
-            for n in res.graph.nodes:
-                for value, table in (
-                    (n.role, self.dicts.roles),
-                    (n.op_name, self.dicts.names),
-                    (n.op_type, self.dicts.types),
-                ):
-                    if value not in table:
-                        table.append(value)
-        for phase, res in fused.items():
-            nodes = res.graph.nodes
-            sig, reps = signatures(res.graph)
-            self.phases[phase] = PhaseModel(
-                phase=phase,
-                graph=res.graph,
-                fusion=res,
-                sig=sig,
-                reps=reps,
-                shapes=ShapeColumns(nodes),
-                layer=np.array([n.layer for n in nodes], dtype=np.int32),
-                role=self.dicts.index([n.role for n in nodes], self.dicts.roles),
-                name=self.dicts.index([n.op_name for n in nodes], self.dicts.names),
-                op_type=self.dicts.index([n.op_type for n in nodes], self.dicts.types),
-                stream=np.array([n.stream for n in nodes], dtype=np.int32),
-                fused_from=pa.array([list(n.fused_from) for n in nodes], pa.list_(pa.string())),
-                comm=np.array([n.stream == COMM_STREAM for n in nodes], dtype=bool),
-                sync=np.array([any(w.unit == "comm" for w in n.work) for n in nodes], dtype=bool),
+        for stage in fused:
+            for res in stage.values():
+                for n in res.graph.nodes:
+                    for value, table in (
+                        (n.role, self.dicts.roles),
+                        (n.op_name, self.dicts.names),
+                        (n.op_type, self.dicts.types),
+                    ):
+                        if value not in table:
+                            table.append(value)
+        self.stages: list[StageModel] = [
+            StageModel(
+                s, {phase: self._phase_model(phase, res, m) for phase, res in stage.items()}, self.parallel.comm[s]
             )
+            for s, stage in enumerate(fused)
+        ]
+        self.phases: dict[str, PhaseModel] = self.stages[0].phases  # rank 0's
         self._dicts_arrays = {
             "phase": pa.array(list(PHASES), pa.string()),
             "bound": pa.array(list(BOUND_NAMES), pa.string()),
@@ -243,11 +197,12 @@ class Simulation:
         }
         self.step_rows: list[dict[str, object]] = []
         devices = self.parallel.devices
-        self.ops_per_rank = sum(len(self.phases[p.phase].graph.nodes) * len(p.steps) for p in self.plans)
-        self.total_ops = self.ops_per_rank * devices
+        per_stage = [sum(st.phases[p.phase].n_nodes * len(p.steps) for p in self.plans) for st in self.stages]
+        self.ops_per_rank = max(per_stage)
+        self.total_ops = sum(per_stage) * self.parallel.tp * self.parallel.dp
         cap = cfg.output.max_ops
         if self.total_ops > cap:
-            per_step = len(self.phases[self.plans[-1].phase].graph.nodes)
+            per_step = self.phases[self.plans[-1].phase].n_nodes
             ranks = f" x {devices:,} devices" if devices > 1 else ""
             raise ConfigError(
                 f"this run would produce {self.total_ops:,} ops ({per_step:,} per decode step x "
@@ -255,20 +210,32 @@ class Simulation:
                 "workload.decode_tokens (or the model's layers), or raise output.max_ops"
             )
         w = cfg.workload
-        self.memory: MemoryEstimate = estimate_memory(
-            {p: pm.graph for p, pm in self.phases.items()},
-            self.dims,
-            self.device.cores.split,
-            self.device.hbm.capacity_gb,
-            2 * self.device.cores.aiv * self.device.buffers_kb.get("ub", 192) * 1024,
-            w.batch_size,
-            w.prompt_len,
-            w.decode_tokens,
-            capacity_ignored=cfg.device.ignore_capacity,
-            cache_len=self.kv_cache_len,
-            full_dims=full,
-            buffer_bytes_per_communicator=self.device.topology.buffer_mb * 1e6 if self.device.topology else 0.0,
-        )
+        par = self.parallel
+        estimates = [
+            estimate_memory(
+                {p: pm.graph for p, pm in st.phases.items()},
+                self.dims,
+                self.device.cores.split,
+                self.device.hbm.capacity_gb,
+                2 * self.device.cores.aiv * self.device.buffers_kb.get("ub", 192) * 1024,
+                w.batch_size,
+                w.prompt_len,
+                w.decode_tokens,
+                capacity_ignored=cfg.device.ignore_capacity,
+                cache_len=self.kv_cache_len,
+                full_dims=full,
+                buffer_bytes_per_communicator=self.device.topology.buffer_mb * 1e6 if self.device.topology else 0.0,
+                share=None
+                if par.pp == 1
+                else StageShare(hi - lo, embedding=st.stage == 0, lm_head=st.stage == par.pp - 1),
+                microbatches=m,
+                communicators=(par.tp > 1) + (par.pp > 1),
+                stage=st.stage,
+            )
+            for st, (lo, hi) in zip(self.stages, par.stage_bounds, strict=True)
+        ]
+        # the stage that needs the most (the first one of a tie)
+        self.memory: MemoryEstimate = max(estimates, key=lambda e: (e.total_gb, -e.stage))
         if not self.memory.fits and not cfg.device.ignore_capacity:
             raise ConfigError(
                 does_not_fit(
@@ -280,98 +247,133 @@ class Simulation:
                 )
             )
 
+    def _phase_model(self, phase: str, res: FusionResult, passes: int) -> PhaseModel:
+        """A stage's step of `phase`: its fused pass graph, the per-node arrays repeated for each microbatch."""
+        nodes = res.graph.nodes
+        sig, reps = signatures(res.graph)
+        n = len(nodes)
+        comm = np.array([x.stream == COMM_STREAM for x in nodes], dtype=bool)
+        kinds = [next((w.kind for w in x.work if w.unit == "comm"), "") for x in nodes]
+        rep = lambda a: np.tile(a, passes)  # noqa: E731
+        names = [x.op_name for x in nodes] * passes
+        if passes > 1:  # HCCL numbers a communicator's tasks as they run: each microbatch's get their own names
+            names = _numbered_per_pass([x.op_name if c else "" for x, c in zip(nodes, comm, strict=True)], names)
+            for name in names:
+                if name not in self.dicts.names:
+                    self.dicts.names.append(name)
+        return PhaseModel(
+            phase=phase,
+            graph=res.graph,
+            fusion=res,
+            passes=passes,
+            sig=rep(sig),
+            reps=reps,
+            shapes=ShapeColumns(nodes * passes),
+            layer=rep(np.array([x.layer for x in nodes], dtype=np.int32)),
+            role=rep(self.dicts.index([x.role for x in nodes], self.dicts.roles)),
+            name=self.dicts.index(names, self.dicts.names),
+            op_type=rep(self.dicts.index([x.op_type for x in nodes], self.dicts.types)),
+            stream=rep(np.array([x.stream for x in nodes], dtype=np.int32)),
+            fused_from=pa.array([list(x.fused_from) for x in nodes] * passes, pa.list_(pa.string())),
+            node_id=rep(np.arange(n, dtype=np.int32)),
+            microbatch=np.repeat(np.arange(passes, dtype=np.int32), n),
+            comm=rep(comm),
+            sync=rep(np.array([any(w.unit == "comm" for w in x.work) for x in nodes], dtype=bool)),
+            receive=rep(comm & (np.array(kinds) == "Receive")),
+            send=rep(comm & (np.array(kinds) == "Send")),
+        )
+
     # -- streaming --------------------------------------------------------------------------------------------
-    def _timed_chunks(self) -> Iterator[TimedChunk]:
-        """Each chunk of steps with its kernel costs and every rank class's host/device timeline; records the
-        step rows (of rank 0's timeline) and each class's per-step time split."""
-        rng = np.random.default_rng(self.cfg.seed)
+    def _stage_chunk(self, st: StageModel, plan: StepPlan, chunk: StepPlan, rng: np.random.Generator) -> TimedChunk:
+        """A stage's chunk through the device model, with empty timelines for each of its rank classes."""
+        pm = st.phases[plan.phase]
+        k = len(chunk.steps)
         jitter = self.cfg.execution.jitter
-        classes = self.parallel.classes
-        op_index = 0
-        # per class: the host start of its next step (its group's critical class sets it) and its last device end
-        host_start = [0] * len(classes)
-        prev_end = [0] * len(classes)
-        critical_of = [
-            next(c for c, o in enumerate(classes) if o.critical and o.group_factor == rc.group_factor) for rc in classes
-        ]
-        reporting = next(c for c, rc in enumerate(classes) if 0 in rc.ranks)
+        values = basis_values(self.micro_batch, chunk.sq, chunk.skv, chunk.attend)
+        with np.errstate(over="raise", invalid="raise", divide="raise"):  # garbage in: stop, not NaN out
+            costs = evaluate_costs(pm.reps, self.device, values, self.weights_nz, comm_groups=st.comm)
+        _check_representable(costs, plan.phase, self.cfg)
+        # rows are step-major: row = step_offset * n_nodes + node
+        dur_f = costs.dur[pm.sig[None, :], np.arange(k)[:, None]]
+        if jitter.kernel_cv > 0:
+            sigma = np.sqrt(np.log1p(jitter.kernel_cv**2))
+            dur_f = dur_f * np.exp(np.abs(rng.normal(0.0, sigma, dur_f.shape)))
+        disp = None
+        if self.host.mode == "eager":
+            disp = np.full(dur_f.shape, self.host.dispatch_ns, dtype=np.int64)
+            disp[:, pm.comm] = self.host.collective_launch_ns
+            if jitter.host_cv > 0:
+                sigma = np.sqrt(np.log1p(jitter.host_cv**2))
+                disp = np.rint(disp * np.exp(np.abs(rng.normal(0.0, sigma, disp.shape)))).astype(np.int64)
+        times = []
+        for pipe in self.parallel.pipelines:
+            for rc in pipe.stages[st.stage]:
+                df = dur_f if rc.factor == 1.0 else np.where(pm.comm[None, :], dur_f, dur_f * rc.factor)
+                dur = np.maximum(np.rint(df).astype(np.int64), 1)
+                times.append(RankTimes(rc, dur, np.empty_like(dur), np.empty_like(dur), None))
+                if disp is not None:
+                    times[-1].lstart = np.empty_like(dur)
+        return TimedChunk(plan, chunk, pm, values, costs, dur_f, disp, times, 0)
+
+    def _timed_chunks(self) -> Iterator[list[TimedChunk]]:
+        """Each chunk of steps, per stage, with its kernel costs and every rank class's host/device timeline
+        (sim/deployment_clock.py); records the step rows and each class's per-step time split.
+
+        The step's frame (steps.parquet) runs from the batch's previous token back on the host to this one, as
+        the tp group's slowest rank delivers it; a rank's own frame (its time split, its ProfilerStep) runs
+        from the end of its previous step to the end of this one."""
+        rng = np.random.default_rng(self.cfg.seed)
+        par = self.parallel
+        clock = DeploymentClock(par, self.host)
+        op_index = [0] * par.pp
+        frame_end = [0] * len(par.classes)  # per class: the end of its previous step
         self.step_rows = []
-        self.rank_split = RankSplit(len(classes))
+        self.rank_split = RankSplit(len(par.classes), steady=par.pp > 1)
         b = self.cfg.workload.batch_size
         for plan in self.plans:
-            pm = self.phases[plan.phase]
-            n_nodes = len(pm.graph.nodes)
-            for chunk in plan.chunks(max(1, self.batch_rows // n_nodes)):
+            n_most = max(st.phases[plan.phase].n_nodes for st in self.stages)
+            for chunk in plan.chunks(max(1, self.batch_rows // n_most)):
                 k = len(chunk.steps)
-                values = basis_values(b, chunk.sq, chunk.skv, chunk.attend)
-                with np.errstate(over="raise", invalid="raise", divide="raise"):  # garbage in: stop, not NaN out
-                    costs = evaluate_costs(
-                        pm.reps, self.device, values, self.weights_nz, comm_group=self.parallel.group
-                    )
-                _check_representable(costs, plan.phase, self.cfg)
-                # rows are step-major: row = step_offset * n_nodes + node
-                cols = np.arange(k)[:, None]
-                sig = pm.sig[None, :]
-                dur_f = costs.dur[sig, cols]
-                if jitter.kernel_cv > 0:
-                    sigma = np.sqrt(np.log1p(jitter.kernel_cv**2))
-                    dur_f = dur_f * np.exp(np.abs(rng.normal(0.0, sigma, dur_f.shape)))
-                disp = None
-                if self.host.mode == "eager":
-                    disp = np.full(dur_f.shape, self.host.dispatch_ns, dtype=np.int64)
-                    disp[:, pm.comm] = self.host.collective_launch_ns
-                    if jitter.host_cv > 0:
-                        sigma = np.sqrt(np.log1p(jitter.host_cv**2))
-                        disp = np.rint(disp * np.exp(np.abs(rng.normal(0.0, sigma, disp.shape)))).astype(np.int64)
-                times = []
-                for rc in classes:
-                    df = dur_f if rc.factor == 1.0 else np.where(pm.comm[None, :], dur_f, dur_f * rc.factor)
-                    dur = np.maximum(np.rint(df).astype(np.int64), 1)
-                    times.append(RankTimes(rc, dur, np.empty_like(dur), np.empty_like(dur), None))
-                    if disp is not None:
-                        times[-1].lstart = np.empty_like(dur)
+                tcs = [self._stage_chunk(st, plan, chunk, rng) for st in self.stages]
+                for s, tc in enumerate(tcs):
+                    tc.op_index = op_index[s]
+                classes = [(clock.index_of[id(rt.cls)], tc, rt) for tc in tcs for rt in tc.ranks]
+                # the classes of each stage's leading rank (replica 0's tp rank 0): the step rows follow them
+                lead = [next(c for c, _, rt in classes if r in rt.cls.ranks) for r in par.stage_leaders()]
                 for j in range(k):
-                    starts = list(host_start)  # this step's: a critical class moves its own on as it finishes
-                    for c, rt in enumerate(times):
-                        floor = None
-                        if not rt.cls.critical:  # its collectives end when the group's slowest rank's do
-                            crit = times[critical_of[c]]
-                            floor = np.where(pm.sync, crit.start[j] + crit.dur[j], 0)
-                        tl = simulate_step(
+                    frame_start = clock.batch_token()
+                    done = clock.step(tcs, j)
+                    for c, tc, rt in classes:
+                        self.rank_split.add(
+                            c,
+                            plan.phase,
+                            done.ends[c] - frame_end[c],
+                            rt.start[j],
                             rt.dur[j],
-                            None if disp is None else disp[j],
-                            self.host,
-                            starts[critical_of[c]],
-                            prev_end[c],
-                            floor,
+                            tc.pm.comm,
+                            tc.pm.receive,
+                            done.waited[c],
                         )
-                        rt.start[j], rt.wait[j] = tl.start, tl.wait
-                        waited = int((tl.end - tl.start - rt.dur[j])[pm.sync].sum())
-                        rt.dur[j] = tl.end - tl.start
-                        if rt.lstart is not None and tl.launch_start is not None:
-                            rt.lstart[j] = tl.launch_start
-                        self.rank_split.add(c, plan.phase, tl, rt.dur[j], pm.comm, waited)
-                        if c == reporting:
-                            self.step_rows.append(
-                                {
-                                    "step": int(chunk.steps[j]),
-                                    "phase": plan.phase,
-                                    "kv_len": int(chunk.skv[j]),
-                                    "tokens": int(b * chunk.sq[j]),
-                                    "host_start_ns": tl.host_start,
-                                    "host_overhead_ns": tl.host_overhead,
-                                    "first_op_index": op_index + j * n_nodes,
-                                    "op_count": n_nodes,
-                                    "device_start_ns": int(tl.start[0]),
-                                    "device_end_ns": int(tl.end[-1]),
-                                    "sync_end_ns": tl.sync_end,
-                                }
-                            )
-                        prev_end[c] = int(tl.end[-1])
-                        if rt.cls.critical:
-                            host_start[c] = tl.sync_end
-                yield TimedChunk(plan, chunk, pm, values, costs, dur_f, disp, times, op_index)
-                op_index += k * n_nodes
+                        frame_end[c] = done.ends[c]
+                    n0 = tcs[0].pm.n_nodes
+                    self.step_rows.append(
+                        {
+                            "step": int(chunk.steps[j]),
+                            "phase": plan.phase,
+                            "kv_len": int(chunk.skv[j]),
+                            "tokens": int(b * chunk.sq[j]),
+                            "host_start_ns": frame_start,
+                            "host_overhead_ns": self.host.step_overhead_ns,
+                            "first_op_index": op_index[0] + j * n0,
+                            "op_count": n0,
+                            "device_start_ns": done.first_start[lead[0]],
+                            "device_end_ns": clock.prev_end[lead[-1]],
+                            "sync_end_ns": clock.batch_token(),  # the whole batch has its token
+                        }
+                    )
+                yield tcs
+                for s, tc in enumerate(tcs):
+                    op_index[s] += k * tc.pm.n_nodes
 
     def step_walls(self) -> pa.Table:
         """The steps table alone (timeline only, no op columns): what a what-if needs, several times faster."""
@@ -379,21 +381,22 @@ class Simulation:
             pass
         return self.steps_table()
 
-    def batches(self, only_rank: int | None = None) -> Iterator[pa.RecordBatch]:
-        """The op table in batches of whole steps: per chunk, each rank's rows (rank 0 first); `only_rank`: just
-        that rank's (a single-device view: the summary, the trace)."""
-        for tc in self._timed_chunks():
-            shared = shared_columns(tc, self._dicts_arrays)
-            for rt in sorted(tc.ranks, key=lambda r: int(r.cls.ranks[0])):
-                wanted = rt.cls.ranks if only_rank is None else rt.cls.ranks[rt.cls.ranks == only_rank]
-                if not len(wanted):
-                    continue
-                arrays = {**shared, **time_columns(tc, rt)}
-                for r in wanted:
+    def batches(self, only_ranks: list[int] | None = None) -> Iterator[pa.RecordBatch]:
+        """The op table in batches of whole steps: per chunk, stage by stage, each rank's rows (in rank order);
+        `only_ranks`: just those ranks' (the summary's view)."""
+        for tcs in self._timed_chunks():
+            for tc in tcs:
+                shared = shared_columns(tc, self._dicts_arrays)
+                for rt in sorted(tc.ranks, key=lambda r: int(r.cls.ranks[0])):
+                    wanted = rt.cls.ranks if only_ranks is None else rt.cls.ranks[np.isin(rt.cls.ranks, only_ranks)]
+                    if not len(wanted):
+                        continue
+                    arrays = {**shared, **time_columns(tc, rt)}
                     rows = len(arrays["op_index"])
-                    arrays["rank"] = pa.array(np.full(rows, r, dtype=np.int32))
-                    arrays["stage"] = pa.array(np.full(rows, self.parallel.stage_of(np.array([r]))[0], np.int32))
-                    yield pa.RecordBatch.from_arrays([arrays[f.name] for f in OPS_SCHEMA], schema=OPS_SCHEMA)
+                    arrays["stage"] = pa.array(np.full(rows, rt.cls.stage, np.int32))
+                    for r in wanted:
+                        arrays["rank"] = pa.array(np.full(rows, r, dtype=np.int32))
+                        yield pa.RecordBatch.from_arrays([arrays[f.name] for f in OPS_SCHEMA], schema=OPS_SCHEMA)
 
     def steps_table(self) -> pa.Table:
         return pa.Table.from_pylist(self.step_rows, schema=STEPS_SCHEMA)

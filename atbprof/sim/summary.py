@@ -90,36 +90,47 @@ class SummaryBuilder:
     idle gap before it (the device waited for its launch - HTA-style, charged to the op that was waited for). The
     first task of a step is charged only its duration; the step's host lead-in (generate loop, launch latency) and
     the token sync go to `other`, so the rows add up to the measured per-token wall time.
+
+    With pipeline stages, feed it every stage's leading rank (tp rank 0 of replica 0): a token's path is one
+    microbatch's pass through each stage, so each stage's step (all its microbatches) counts 1/`microbatches`,
+    and the busy fractions are per device (over `stages` devices).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, microbatches: int = 1, stages: int = 1) -> None:
+        self.weight = 1.0 / microbatches
+        self.stages = stages
+        self._last: dict[int, tuple[int, int, int]] = {}  # per rank: its last step, microbatch and task end
         self.cat: dict[str, float] = defaultdict(float)
         self.prefill_cat: dict[str, float] = defaultdict(float)
         self.bound: dict[str, float] = defaultdict(float)
         self.type_dev: dict[str, float] = defaultdict(float)
         self.type_inc: dict[str, float] = defaultdict(float)
-        self.type_count: dict[str, int] = defaultdict(int)
+        self.type_count: dict[str, float] = defaultdict(float)
         self.norm_kernel = 0.0
         self.norm_launch = 0.0
         self.busy = 0
         self.decode_busy = 0
         self.ops = 0
-        self.decode_ops = 0
-        self._last_step = -1
-        self._last_end = 0
+        self.decode_ops = 0.0
 
     def add(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
+        w = self.weight
+        rank = batch.column("rank")[0].as_py()
+        last_step, last_mb, last_end = self._last.get(rank, (-1, 0, 0))
         self.ops += n
         dur = batch.column("task_dur_ns").to_numpy()
         self.busy += int(dur.sum())
         step = batch.column("step").to_numpy()
         start = batch.column("task_start_ns").to_numpy()
         end = start + dur
-        prev_end = np.concatenate(([self._last_end], end[:-1]))
-        prev_step = np.concatenate(([self._last_step], step[:-1]))
-        inc = np.where(step != prev_step, dur, end - prev_end)
-        self._last_step, self._last_end = int(step[-1]), int(end[-1])
+        mb = batch.column("microbatch").to_numpy()
+        prev_end = np.concatenate(([last_end], end[:-1]))
+        prev_step = np.concatenate(([last_step], step[:-1]))
+        prev_mb = np.concatenate(([last_mb], mb[:-1]))
+        # a step's (a microbatch pass's) first task: its duration; the wait before it is the host's, or the token's
+        inc = np.where((step != prev_step) | (mb != prev_mb), dur, end - prev_end)
+        self._last[rank] = (int(step[-1]), int(mb[-1]), int(end[-1]))
         decode = step > 0
         role_all = batch.column("role")
         cat_all = np.array([CATEGORIES.get(r.split(".")[0], "other") for r in role_all.dictionary.to_pylist()])[
@@ -127,10 +138,10 @@ class SummaryBuilder:
         ]
         prefill = ~decode
         for name in ("attention", "ffn"):
-            self.prefill_cat[name] += float(inc[prefill & (cat_all == name)].sum())
+            self.prefill_cat[name] += w * float(inc[prefill & (cat_all == name)].sum())
         if not decode.any():
             return
-        self.decode_ops += int(decode.sum())
+        self.decode_ops += w * int(decode.sum())
         self.decode_busy += int(dur[decode].sum())
         inc, dur_d = inc[decode], dur[decode]
         role = batch.column("role").filter(pa.array(decode))
@@ -139,20 +150,20 @@ class SummaryBuilder:
         prefix = np.array([CATEGORIES.get(r.split(".")[0], "other") for r in roles])
         cat = prefix[ridx]
         for name in ("attention", "ffn", "other"):
-            self.cat[name] += float(inc[cat == name].sum())
+            self.cat[name] += w * float(inc[cat == name].sum())
         bound = batch.column("bound").filter(pa.array(decode))
         bnames = np.array(bound.dictionary.to_pylist())[bound.indices.to_numpy()]
         for b in ("compute", "memory", "launch", "communication"):
-            self.bound[b] += float(inc[bnames == b].sum())
+            self.bound[b] += w * float(inc[bnames == b].sum())
         ot = batch.column("op_type").filter(pa.array(decode))
         tidx = ot.indices.to_numpy()
         types = ot.dictionary.to_pylist()
         for k, name in enumerate(types):
             mask = tidx == k
             if mask.any():
-                self.type_dev[name] += float(dur_d[mask].sum())
-                self.type_inc[name] += float(inc[mask].sum())
-                self.type_count[name] += int(mask.sum())
+                self.type_dev[name] += w * float(dur_d[mask].sum())
+                self.type_inc[name] += w * float(inc[mask].sum())
+                self.type_count[name] += w * int(mask.sum())
         # norm-related: norm kernels, the residual Adds that feed them, and the vector share of a norm folded
         # into a MatMul; each counted as kernel time plus its host launch (the eager dispatch it costs)
         norm_role = np.array([r.endswith((".norm", ".residual")) for r in roles])[ridx]
@@ -162,8 +173,8 @@ class SummaryBuilder:
         launch = batch.column("host_launch_dur_ns").filter(pa.array(decode)).to_numpy(zero_copy_only=False)
         launch = np.nan_to_num(launch.astype(np.float64))
         vec = batch.column("vec_time_ns").filter(pa.array(decode)).to_numpy()
-        self.norm_kernel += float(dur_d[norm_role].sum() + vec[folded].sum())
-        self.norm_launch += float(launch[norm_role].sum())
+        self.norm_kernel += w * float(dur_d[norm_role].sum() + vec[folded].sum())
+        self.norm_launch += w * float(launch[norm_role].sum())
 
     def finish(
         self,
@@ -194,10 +205,10 @@ class SummaryBuilder:
             norm_ms_per_token=round((self.norm_kernel + self.norm_launch) / k, 4),
             norm_kernel_ms_per_token=round(self.norm_kernel / k, 4),
             norm_launch_ms_per_token=round(self.norm_launch / k, 4),
-            device_busy_fraction=round(self.busy / total_wall, 4) if total_wall else 0.0,
-            host_bound_fraction=round(1 - self.decode_busy / dec_wall, 4) if dec_wall else 0.0,
+            device_busy_fraction=round(self.busy / self.stages / total_wall, 4) if total_wall else 0.0,
+            host_bound_fraction=round(1 - self.decode_busy / self.stages / dec_wall, 4) if dec_wall else 0.0,
             ops_total=self.ops,
-            ops_per_decode_step=self.decode_ops // max(n_dec, 1),
+            ops_per_decode_step=round(self.decode_ops / max(n_dec, 1)),
             breakdown_ms_per_token={kk: round(v, 4) for kk, v in breakdown.items()},
             ttft_breakdown_ms={kk: round(v, 4) for kk, v in ttft_rows.items()},
             bound_ms_per_token={

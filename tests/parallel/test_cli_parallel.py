@@ -39,7 +39,10 @@ def test_a_tp8_run_shows_the_deployment_and_the_ranks_that_differ(tmp_path: Path
 def test_bad_deployments_exit_2_with_one_message(tmp_path: Path) -> None:
     cases = {
         "parallel.tp=3": "parallel.tp = 3: llama2-70b has 64 attention heads, not divisible by 3",
-        "parallel.pp=2": "parallel.pp = 2: pipeline parallelism is not simulated yet",
+        "parallel.pp=96": "parallel.pp = 96: llama2-70b has only 80 decoder layers, fewer than the stages",
+        "parallel.microbatches=2": "parallel.microbatches = 2 needs pipeline stages",
+        "parallel={tp: 8, pp: 2, microbatches: 3}": "parallel.microbatches = 3 does not divide workload.batch_size = 1",
+        "parallel={tp: 8, pp: 2, stage_layers: [40, 41]}": "parallel.stage_layers adds up to 81 layers but llama2-70b",
         "execution.rank_slowdown={9: 1.2}": "execution.rank_slowdown names rank 9, but the deployment has 8 devices",
     }
     for change, message in cases.items():

@@ -110,7 +110,11 @@ def test_a_model_that_does_not_fit_names_the_tp_that_would() -> None:
     [
         ({"parallel": {"tp": 3}}, "32 attention heads, not divisible by 3"),
         ({"parallel": {"tp": 2}, "execution": {"rank_slowdown": {2: 1.1}}}, "names rank 2, but the deployment has 2"),
-        ({"parallel": {"pp": 2}}, "pipeline parallelism is not simulated yet"),
+        ({"parallel": {"pp": 33}}, "llama2-7b has only 32 decoder layers"),
+        ({"parallel": {"pp": 2, "stage_layers": [16, 15]}}, "adds up to 31 layers but llama2-7b has 32"),
+        ({"parallel": {"pp": 2, "stage_layers": [32, 0]}}, "every stage needs at least one decoder layer"),
+        ({"parallel": {"pp": 2, "stage_layers": [32]}}, "lists 1 stages but parallel.pp = 2"),
+        ({"parallel": {"pp": 2}, "numerics": {"enabled": True}}, "numerics executes one device"),
         ({"parallel": {"tp": 2}, "numerics": {"enabled": True}}, "numerics executes one device"),
     ],
 )
