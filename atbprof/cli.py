@@ -76,6 +76,9 @@ def run(
     trace_layers: Annotated[
         str | None, typer.Option(help="Decoder layers to put in the trace, e.g. 0-1,31 (model-level ops stay).")
     ] = None,
+    trace_ranks: Annotated[
+        str | None, typer.Option(help="Ranks in the trace besides rank 0, e.g. 1-3 (a multi-device run).")
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Output directory (default traces/<name>).")] = None,
     force: Annotated[bool, typer.Option(help="Replace an existing output directory.")] = False,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: KEY.PATH=VALUE.")] = None,
@@ -105,6 +108,7 @@ def run(
         for key, option, value in (
             ("output.trace_steps", "--trace-steps", trace_steps),
             ("output.trace_layers", "--trace-layers", trace_layers),
+            ("output.trace_ranks", "--trace-ranks", trace_ranks),
         ):
             if value is not None:
                 parse_ranges(value, option)  # the option's own message, not one about a --set

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
 from atbprof import __version__
 from atbprof.config.models import RunConfig
-from atbprof.errors import AtbprofError
+from atbprof.errors import AtbprofError, ConfigError
 from atbprof.inputs import read_bytes
 from atbprof.numerics.report import NumericsReport
 from atbprof.optable.schema import SCHEMA_VERSION
@@ -26,7 +27,7 @@ from atbprof.writers.base import TraceMeta
 from atbprof.writers.chrome import ChromeTraceWriter
 from atbprof.writers.parquet import ParquetOpsWriter
 from atbprof.writers.perfetto import PerfettoTraceWriter
-from atbprof.writers.selection import TraceSelection, select_trace
+from atbprof.writers.selection import TraceSelection, compact_ranges, parse_ranges, select_trace
 
 Progress = Callable[[int, int], None]
 
@@ -62,7 +63,26 @@ def _fusion_report(sim: Simulation) -> dict[str, Any]:
     return {"fusion_fired": fired, "fusion_disabled": disabled, "near_misses": list(rows.values())}
 
 
-def _trace_selection(sim: Simulation) -> TraceSelection:
+def traced_ranks(sim: Simulation) -> tuple[int, ...]:
+    """Rank 0 and the ranks of output.trace_ranks (ConfigError naming one the deployment does not have)."""
+    text = sim.cfg.output.trace_ranks
+    if text is None:
+        return (0,)
+    devices = sim.parallel.devices
+    ranges = parse_ranges(text, "output.trace_ranks")
+    outside = [a if a >= devices else b for a, b in ranges if a >= devices or (b is not None and b >= devices)]
+    if outside:
+        raise ConfigError(
+            f"output.trace_ranks = {text!r} names rank {outside[0]}, but the deployment has {devices} "
+            f"device{'s' if devices > 1 else ''} (ranks 0-{devices - 1})"
+        )
+    ranks = {0}
+    for a, b in ranges:
+        ranks.update(range(a, (devices - 1 if b is None else b) + 1))
+    return tuple(sorted(ranks))
+
+
+def _trace_selection(sim: Simulation, ranks: int = 1) -> TraceSelection:
     out = sim.cfg.output
     per_step, in_layers = [], []
     for plan in sim.plans:
@@ -76,7 +96,7 @@ def _trace_selection(sim: Simulation) -> TraceSelection:
         sim.cfg.execution.mode,
         out.trace_steps,
         out.trace_layers,
-        out.trace_max_mb,
+        None if out.trace_max_mb is None else out.trace_max_mb / ranks,  # the ranks share the UI's budget
     )
 
 
@@ -85,6 +105,13 @@ def _notes(sim: Simulation, summary: RunSummary, selection: TraceSelection) -> t
     described = selection.describe()
     if sim.cfg.output.trace and described:
         notes.append(described)
+    ranks = traced_ranks(sim)
+    if sim.cfg.output.trace and len(ranks) > 1:
+        notes.append(
+            f"the trace shows ranks {compact_ranges(np.array(ranks))} (a process group each; flows join each "
+            "collective's participants to the rank they waited for, and each pipeline Send to its Receive); they "
+            "share output.trace_max_mb"
+        )
     m = sim.memory
     if not m.fits:  # only when device.ignore_capacity let it run
         notes.append(
@@ -135,6 +162,7 @@ def run_simulation(
     cfg: RunConfig, out_dir: Path | None = None, force: bool = False, progress: Progress | None = None
 ) -> RunResult:
     sim = Simulation(cfg)
+    traced_ranks(sim)  # a bad output.trace_ranks stops the run before anything is written
     out = out_dir or default_out_dir(cfg)
     target = check_output_dir(out, "run", force=force)
     numerics = None
@@ -153,6 +181,7 @@ def _write_run(
 ) -> tuple[RunSummary, tuple[str, ...]]:
     """Every file of the run into the directory `tmp`."""
     cfg = sim.cfg
+    ranks = traced_ranks(sim)
     meta = TraceMeta(
         run_name=cfg.name,
         device_name=sim.device.name,
@@ -160,8 +189,11 @@ def _write_run(
         execution_mode=cfg.execution.mode,
         streams=tuple(sorted({int(s) for pm in sim.phases.values() for s in pm.stream})),
         **_numerics_meta(numerics),
+        ranks=ranks,
+        tp=sim.parallel.tp,
+        pp=sim.parallel.pp,
     )
-    selection = _trace_selection(sim)
+    selection = _trace_selection(sim, len(ranks))
     traces: list[BackgroundWriter] = []
     if cfg.output.trace and len(selection.steps):
         if cfg.output.trace_format in ("chrome", "both"):
@@ -181,10 +213,9 @@ def _write_run(
             if progress:
                 progress(done, sim.total_ops)
             rank = batch.column("rank")[0].as_py()
-            if rank not in leaders:  # the summary follows a token through the stages (all ranks: ops.parquet)
-                continue
-            builder.add(batch)
-            if traces and rank == 0:  # the trace shows rank 0
+            if rank in leaders:  # the summary follows a token through the stages (all ranks: ops.parquet)
+                builder.add(batch)
+            if traces and rank in ranks:
                 kept = selection.filter(batch)
                 if kept.num_rows:
                     for t in traces:

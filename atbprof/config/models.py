@@ -307,7 +307,13 @@ class OutputSection(_Section):
         default=None, description="decoder layers in the trace, e.g. '0-1,31' (model-level ops always stay)"
     )
 
-    @field_validator("trace_steps", "trace_layers", mode="before")
+    trace_ranks: str | None = Field(
+        default=None,
+        description="ranks of a multi-device run in the trace besides rank 0, e.g. '1-3,8' (a process group per "
+        "rank, flows between their collectives; the trace_max_mb budget is shared)",
+    )
+
+    @field_validator("trace_steps", "trace_layers", "trace_ranks", mode="before")
     @classmethod
     def _ranges(cls, value: object) -> object:
         return _range_list(value, "expected ranges like 0-3,10,20- (non-negative integers, low-high)")

@@ -27,6 +27,7 @@ from atbprof.importers.assemble import RawFramework, RawOps, RawSteps
 from atbprof.importers.device_tasks import is_kernel_task
 from atbprof.importers.optypes import ascend_op_type, derive_types
 from atbprof.importers.trace_events import TraceEvents, dims_texts, int_arg, str_arg, text_of
+from atbprof.writers.ranks import FLOW_MARKER
 
 ASCEND_LAYERS = frozenset({"Ascend Hardware", "CANN"})
 COMM_TASK_TYPE = {"HCCL": "HCCL", "Communication": "COMMUNICATION"}
@@ -35,8 +36,23 @@ PROFILER_STEP = re.compile(r"^ProfilerStep#(\d{1,9})$")
 _INT32_MAX = 2**31 - 1
 
 
+RANK_SUFFIX = re.compile(r"^(.*) \(rank (\d{1,7})\)$")
+"""atbprof's trace of several ranks names each process "<layer> (rank r)" (writers/ranks.py)."""
+
+
+def layer_names(trace: TraceEvents) -> tuple[dict[Any, str], list[int]]:
+    """pid -> layer name, and the ranks of a multi-rank trace ([] otherwise): of those, the lowest rank's
+    processes only, under their plain layer names (the analysis reads one device)."""
+    names = trace.process_names()
+    ranked = {pid: m for pid, name in names.items() if (m := RANK_SUFFIX.match(name))}
+    if not ranked:
+        return names, []
+    ranks = sorted({int(m.group(2)) for m in ranked.values()})
+    return {pid: m.group(1) for pid, m in ranked.items() if int(m.group(2)) == ranks[0]}, ranks
+
+
 def is_ascend_trace(trace: TraceEvents) -> bool:
-    return bool(ASCEND_LAYERS & set(trace.process_names().values()))
+    return bool(ASCEND_LAYERS & set(layer_names(trace)[0].values()))
 
 
 @dataclass
@@ -51,7 +67,8 @@ class AscendTrace:
 
 def read_ascend_trace(trace: TraceEvents) -> AscendTrace:
     layers: dict[str, set[Any]] = {}
-    for pid, name in trace.process_names().items():
+    names, ranks = layer_names(trace)
+    for pid, name in names.items():
         layers.setdefault(name, set()).add(pid)
     device = layers.get("Ascend Hardware", set())
     comm = {pid: kind for layer, kind in COMM_TASK_TYPE.items() for pid in layers.get(layer, set())}
@@ -66,7 +83,10 @@ def read_ascend_trace(trace: TraceEvents) -> AscendTrace:
         pid = trace.pid[i]
         if pid in device:
             name = text_of(trace.name[i])
-            if not is_kernel_task(str_arg(trace.args[i], "Task Type"), name):
+            task_type = str_arg(trace.args[i], "Task Type")
+            if task_type == FLOW_MARKER:  # atbprof's marker of a flow between ranks, not a task
+                continue
+            if not is_kernel_task(task_type, name):
                 dropped[name] += 1
             else:
                 kernels.append(i)
@@ -92,6 +112,11 @@ def read_ascend_trace(trace: TraceEvents) -> AscendTrace:
         "communication_ops": len(comm_ops),
         "dropped_device_tasks": dict(sorted(dropped.items())),
     }
+    if len(ranks) > 1:
+        meta["ranks_in_trace"] = ranks
+        meta["warnings"] = [
+            f"a trace of {len(ranks)} ranks ({', '.join(map(str, ranks))}): this analysis reads rank {ranks[0]}"
+        ]
     launches = pa.table(
         {
             "stream_id": ops.columns["stream_id"].slice(0, len(kernels)),

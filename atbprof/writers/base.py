@@ -31,6 +31,11 @@ class TraceMeta:
     # numerics (`atbprof run --numerics`): args per "phase|op_type|role" of fused kernels, and the report's JSON
     op_args: dict[str, dict[str, str | float | int]] = field(default_factory=dict)
     numerics_json: bytes = b""
+    # the ranks the trace shows (several: a process group per rank, flows between their HCCL tasks), and the
+    # deployment's tp x pp (which ranks meet in a collective, which stage sends to which)
+    ranks: tuple[int, ...] = (0,)
+    tp: int = 1
+    pp: int = 1
 
 
 class RunWriter(Protocol):

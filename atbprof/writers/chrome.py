@@ -24,10 +24,21 @@ from isal import igzip
 from atbprof.optable.schema import PIPES, SCHEMA_VERSION, check_table
 from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded, op_arg_keys
 from atbprof.writers.grouping import LEVELS, NO_END, BusyIntervals, ModelGroups, sequential
+from atbprof.writers.ranks import (
+    COLLECTIVE_FLOW_BASE,
+    FLOW_MARKER,
+    PID_DEVICE,
+    PID_HOST,
+    PID_MODEL,
+    PID_OVERLAP,
+    RankLayout,
+    comm_rows,
+    rank_flows,
+)
 
-PID_HOST, PID_DEVICE, PID_OVERLAP, PID_MODEL = 1, 65537, 3, 4
-"""Process ids. The device's is above every stream tid (stream 0 is 65536): a thread whose tid equals its pid is
-shown as the process's "main thread" in the Perfetto UI, which a stream is not."""
+__all__ = ["PID_DEVICE", "PID_HOST", "PID_MODEL", "PID_OVERLAP", "ChromeTraceWriter"]
+# Process ids (writers/ranks.py): the device's is above every stream tid (stream 0 is 65536): a thread whose tid
+# equals its pid is shown as the process's "main thread" in the Perfetto UI, which a stream is not.
 STREAM0_TID = 65536
 """tid of stream 0 (Perfetto merges tid 0 into the process's main thread)."""
 STATIC_KEYS = {"task_type": "Task Type", "op_type": "OP Type", "role": "role", "block_dim": "Block Dim"}
@@ -39,8 +50,15 @@ _CHUNK = 8192  # max rows per text pass: small text buffers (~1 KB/row) are reus
 _GROUP_CHUNK = 1 << 16  # rows per pass for group / busy-interval texts
 _GZ_BLOCK = 1 << 20  # bytes per compressor call
 _SMALL = 1 << 16  # ints in [-1, _SMALL) come from lookup tables
-_UTIL = f'}}}},\n{{"name":"AI Core utilization","pid":{PID_DEVICE},"ts":'
 Frag = tuple[list[str], np.ndarray]  # text per dictionary value, row indices
+
+
+def _rank_of(batch: pa.RecordBatch) -> int:
+    """The rank of a batch's rows (one rank per batch, as runs stream them; no rank column or null: 0)."""
+    if "rank" not in batch.schema.names:
+        return 0
+    value = batch.column("rank")[0].as_py()
+    return 0 if value is None else int(value)
 
 
 def _js(value: object) -> str:
@@ -194,6 +212,19 @@ class _Asm:
         return pa.Array.from_buffers(pa.string(), self.n, [None, pa.py_buffer(rows), data])
 
 
+class _Rank:
+    """One traced rank's processes and what its events need carried from batch to batch."""
+
+    def __init__(self, layout: RankLayout) -> None:
+        self.layout = layout
+        self.streams: set[int] = set()  # streams whose thread metadata is written
+        self.streams_seen: set[int] = set()
+        self.busy = BusyIntervals()
+        self.model = ModelGroups()
+        self.host_end = NO_END
+        self.util = f'}}}},\n{{"name":"AI Core utilization","pid":{layout.device},"ts":'
+
+
 class ChromeTraceWriter(StagedFile):
     """RunWriter for `trace.json.gz` (Chrome JSON, msprof layout). `abort()` discards a half-written file."""
 
@@ -210,13 +241,11 @@ class ChromeTraceWriter(StagedFile):
         if meta.host_tid <= 0:
             raise ValueError(f"host_tid must be a positive integer, got {meta.host_tid}")
         self.meta, self._host_tid, self._st = meta, meta.host_tid, _Static()
-        self._streams: set[int] = set()  # streams whose thread metadata is written
-        self._streams_seen: set[int] = set()
+        multi = len(meta.ranks) > 1
+        self._ranks = {r: _Rank(RankLayout(r, multi)) for r in meta.ranks}
+        self._comm: list[pa.Table] = []  # the HCCL tasks of every traced rank, for the flows between ranks
         self._frags: dict[str, tuple[pa.Array, list[str]]] = {}
         self._values: dict[str, dict[Any, str]] = {}
-        self._busy = BusyIntervals()
-        self._model = ModelGroups()
-        self._host_end = NO_END
         self._n_ops = self._n_launch = 0
         self._pending = bytearray()
         self._stack = ExitStack()
@@ -228,16 +257,24 @@ class ChromeTraceWriter(StagedFile):
     @guarded
     def write_batch(self, batch: pa.RecordBatch) -> None:
         check_table(batch.schema, "op batch")
+        if not batch.num_rows:
+            return
+        rank = _rank_of(batch)
+        if rank not in self._ranks:
+            raise ValueError(f"op batch of rank {rank}: the trace holds ranks {sorted(self._ranks)}")
+        st = self._ranks[rank]
+        if len(self._ranks) > 1 and (rows := comm_rows(batch)) is not None:
+            self._comm.append(rows)
         for off in range(0, batch.num_rows, _GROUP_CHUNK):  # group texts per 64k rows, op texts per <= 8k
             b = batch.slice(off, _GROUP_CHUNK)
             s, dur = b.column("task_start_ns").to_numpy(), b.column("task_dur_ns").to_numpy()
             if min(s.min(), dur.min()) < 0:
                 raise ValueError(f"op batch at op_index {b.column('op_index')[0]}: negative task time")
             e = s + dur
-            prefix = [self._overlap(s, e), *self._groups(b, s, e)]
+            prefix = [self._overlap(st, s, e), *self._groups(st, b, s, e)]
             size = -(-b.num_rows // -(-b.num_rows // _CHUNK))  # even chunks of <= _CHUNK rows
             for lo in range(0, b.num_rows, size):
-                self._chunk(b.slice(lo, size), lo, prefix)
+                self._chunk(st, b.slice(lo, size), lo, prefix)
 
     @guarded
     def close(self, steps: pa.Table) -> None:
@@ -246,6 +283,25 @@ class ChromeTraceWriter(StagedFile):
         stack, self._stack = self._stack, None
         assert stack is not None
         stack.close()
+
+    def _rank_flows(self) -> list[str]:
+        """Flows joining the traced ranks' HCCL tasks (writers/ranks.py), after every rank's ops: a zero-length
+        marker inside each of the two tasks, joined by a v2 flow (`bind_id`). Perfetto orients a v1 (s/f) flow
+        by its slices' starts, which turns around a Receive that began waiting before its Send."""
+        if not self._comm:
+            return []
+        flows = rank_flows(pa.concat_tables(self._comm), self.meta.tp, self.meta.pp)
+        out = []
+        for k, f in enumerate(flows):
+            head = f',\n{{"name":{_js(f.name)},"cat":"HCCL","ph":"X","dur":0,"bind_id":"0x{COLLECTIVE_FLOW_BASE + k:x}"'
+            for rank, stream, ts, side in (
+                (f.src_rank, f.src_stream, f.src_ts, "out"),
+                (f.dst_rank, f.dst_stream, f.dst_ts, "in"),
+            ):
+                lay = self._ranks[rank].layout
+                at = f'"pid":{lay.device},"tid":{lay.tid(stream or STREAM0_TID)},"ts":{_us(ts)}'
+                out.append(f'{head},{at},"flow_{side}":true,"args":{{"Task Type":"{FLOW_MARKER}"}}}}')
+        return out
 
     def _write(self, data: str | memoryview) -> None:
         """Feed the compressor whole _GZ_BLOCK blocks only: the output does not depend on call boundaries."""
@@ -262,30 +318,43 @@ class ChromeTraceWriter(StagedFile):
         self._pending = bytearray(mv[end:])
 
     def _header(self) -> str:
-        tid = self._host_tid
-        procs = [
-            (PID_HOST, "CANN", "CPU", [(tid + 1, "Host steps", 0), (tid, f"Thread {tid}", 1)]),
-            (PID_DEVICE, "Ascend Hardware", "NPU", []),
-            (PID_OVERLAP, "Overlap Analysis", "NPU", [(1, "Computing", 1), (2, "Free", 2)]),
-            (PID_MODEL, "Model", "atbprof", [(1, "Steps", 1), (2, "Layers", 2), (3, "Blocks", 3)]),
+        first = next(iter(self._ranks.values())).layout
+        out = [
+            f'{{"traceEvents":[\n{{"name":"process_name","ph":"M","pid":{first.host},"args":{{"name":{_js(first.name("CANN"))}}}}}'
         ]
-        out = ['{"traceEvents":[\n{"name":"process_name","ph":"M","pid":1,"args":{"name":"CANN"}}']
-        for pid, name, label, threads in procs:
-            out += [_meta("process_name", pid, None, name)] if pid != PID_HOST else []
-            out += [_meta("process_labels", pid, None, label), _meta("process_sort_index", pid, None, pid)]
-            for tid, tname, sort in threads:
-                out += [_meta("thread_name", pid, tid, tname), _meta("thread_sort_index", pid, tid, sort)]
-        return "".join(out + self._stream_meta(set(self.meta.streams)))
+        for k, st in enumerate(self._ranks.values()):
+            out += self._rank_header(st, skip_host_name=k == 0)
+        return "".join(out)
 
-    def _stream_meta(self, streams: set[int]) -> list[str]:
+    def _rank_header(self, st: _Rank, skip_host_name: bool) -> list[str]:
+        tid, lay = self._host_tid, st.layout
+        procs = [
+            (lay.host, "CANN", "CPU", [(tid + 1, "Host steps", 0), (tid, f"Thread {tid}", 1)]),
+            (lay.device, "Ascend Hardware", "NPU", []),
+            (lay.overlap, "Overlap Analysis", "NPU", [(1, "Computing", 1), (2, "Free", 2)]),
+            (lay.model, "Model", "atbprof", [(1, "Steps", 1), (2, "Layers", 2), (3, "Blocks", 3)]),
+        ]
         out = []
-        for sid in sorted(streams - self._streams):
-            tid = sid or STREAM0_TID
+        for pid, name, label, threads in procs:
+            out += (
+                [_meta("process_name", pid, None, lay.name(name))] if not (skip_host_name and pid == lay.host) else []
+            )
+            out += [_meta("process_labels", pid, None, lay.label(label))]
+            out += [_meta("process_sort_index", pid, None, lay.sort_index(pid))]
+            for tid, tname, sort in threads:
+                t = lay.tid(tid)
+                out += [_meta("thread_name", pid, t, tname), _meta("thread_sort_index", pid, t, sort)]
+        return out + self._stream_meta(st, set(self.meta.streams))
+
+    def _stream_meta(self, st: _Rank, streams: set[int]) -> list[str]:
+        out = []
+        for sid in sorted(streams - st.streams):
+            tid = st.layout.tid(sid or STREAM0_TID)
             out += [
-                _meta("thread_name", PID_DEVICE, tid, f"Stream {sid}"),
-                _meta("thread_sort_index", PID_DEVICE, tid, sid),
+                _meta("thread_name", st.layout.device, tid, f"Stream {sid}"),
+                _meta("thread_sort_index", st.layout.device, tid, sid),
             ]
-        self._streams |= streams
+        st.streams |= streams
         return out
 
     def _frag(self, col: Any, key: str, fmt: Callable[[Any], str]) -> Frag:
@@ -300,7 +369,7 @@ class ChromeTraceWriter(StagedFile):
         ix = col.indices
         return hit[1], ix.to_numpy(zero_copy_only=False)
 
-    def _chunk(self, b: pa.RecordBatch, off: int, prefix: list[tuple[pa.Array, np.ndarray]]) -> None:
+    def _chunk(self, st: _Rank, b: pa.RecordBatch, off: int, prefix: list[tuple[pa.Array, np.ndarray]]) -> None:
         """Text of rows [off, off + len(b)) of a group chunk: events completed there, host X + s, device X, f."""
         c = b.column
         s, dur, stream = (c(k).to_numpy() for k in ("task_start_ns", "task_dur_ns", "stream_id"))
@@ -309,7 +378,8 @@ class ChromeTraceWriter(StagedFile):
         hs, hd = (pc.fill_null(c(k), 0).to_numpy() for k in ("host_launch_start_ns", "host_launch_dur_ns"))
         if min(stream.min(), hs.min(), hd.min()) < 0:
             raise ValueError(f"op batch at op_index {c('op_index')[0]}: negative launch time or stream id")
-        self._streams_seen.update(pc.unique(c("stream_id")).to_pylist())
+        st.streams_seen.update(pc.unique(c("stream_id")).to_pylist())
+        lay = st.layout
         a = _Asm(self._st, b.num_rows, v)
         for text, at in prefix:
             i, j = np.searchsorted(at, [off, off + b.num_rows])
@@ -317,20 +387,21 @@ class ChromeTraceWriter(StagedFile):
                 idx, hit = np.zeros(len(s), np.int64), np.zeros(len(s), bool)
                 idx[at[i:j] - off], hit[at[i:j] - off] = np.arange(i, j), True
                 a.add(text, idx, hit)
-        conn = pc.cast(pc.add(c("op_index"), 1), pa.string())
-        sid = np.where(stream == 0, STREAM0_TID, stream)
+        conn = pc.cast(pc.add(c("op_index"), 1 + lay.flow_base), pa.string())
+        sid = np.where(stream == 0, STREAM0_TID, stream) + lay.tid(0)
+        host_tid = lay.tid(self._host_tid)
         if h.null_count < len(h):  # host launch + flow start
-            a.fixed3(hs, ',"dur":', v, f',\n{{"name":"Node@launch","pid":1,"tid":{self._host_tid},"ts":')
+            a.fixed3(hs, ',"dur":', v, f',\n{{"name":"Node@launch","pid":{lay.host},"tid":{host_tid},"ts":')
             a.fixed3(hd, ',"ph":"X","args":{"item_id":', v)
             name, idx = self._frag(c("op_name"), "hname", lambda x: f'{_js(x)},"level":"node","connection_id":')
             a.add(pa.array(name, pa.string()), idx, v)
             a.add(conn, None, v)
-            flow = f'}}}},\n{{"name":"HostToDevice","pid":1,"tid":{self._host_tid},"ts":'
+            flow = f'}}}},\n{{"name":"HostToDevice","pid":{lay.host},"tid":{host_tid},"ts":'
             a.fixed3(hs, ',"ph":"s","cat":"HostToDevice","id":', v, flow)
             a.add(conn, None, v)
             a.lit("}", True)
         name_sid = [self._frag(c("op_name"), "dname", lambda x: f',\n{{"name":{_js(x)}')]
-        name_sid.append(self._frag(pa.array(sid), "sid", lambda x: f',"pid":{PID_DEVICE},"tid":{x},"ts":'))
+        name_sid.append(self._frag(pa.array(sid), f"sid{lay.rank}", lambda x: f',"pid":{lay.device},"tid":{x},"ts":'))
         a.add(*_combine(name_sid)[0])
         a.fixed3(s, ',"dur":')
         a.fixed3(dur, ',"ph":"X","cat":"Task","args":{"Model Id":4294967295,"Physic Stream Id":')
@@ -364,7 +435,7 @@ class ChromeTraceWriter(StagedFile):
         for piece in _combine(frags, "}}"):
             a.add(*piece)
         if h.null_count < len(h):  # flow end
-            a.int(sid, f',\n{{"name":"HostToDevice","pid":{PID_DEVICE},"tid":', ',"ts":', v)
+            a.int(sid, f',\n{{"name":"HostToDevice","pid":{lay.device},"tid":', ',"ts":', v)
             a.fixed3(s, ',"ph":"f","bp":"e","cat":"HostToDevice","id":', v)
             a.add(conn, None, v)
             a.lit("}", True)
@@ -372,65 +443,80 @@ class ChromeTraceWriter(StagedFile):
         self._n_ops += b.num_rows
         self._n_launch += b.num_rows - h.null_count
 
-    def _overlap(self, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    def _overlap(self, st: _Rank, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, np.ndarray]:
         """Merge busy intervals (touching tasks coalesce): closed Computing intervals and the Free gaps."""
-        closed, starts, ends, nxt = self._busy.feed(s, e)
+        closed, starts, ends, nxt = st.busy.feed(s, e)
         if len(closed) == 0:
             return pa.array([], pa.string()), closed
         a = _Asm(self._st, len(closed))
         for tid, name, lo, hi in ((1, "Computing", starts, ends), (2, "Free", ends, nxt)):
-            a.fixed3(lo, ',"dur":', None, f',\n{{"name":"{name}","pid":3,"tid":{tid},"ts":')
+            a.fixed3(
+                lo, ',"dur":', None, f',\n{{"name":"{name}","pid":{st.layout.overlap},"tid":{st.layout.tid(tid)},"ts":'
+            )
             a.fixed3(hi - lo, ',"ph":"X"}')
         return a.text(), closed
 
-    def _groups(self, b: pa.RecordBatch, s: np.ndarray, e: np.ndarray) -> list[tuple[pa.Array, np.ndarray]]:
+    def _groups(self, st: _Rank, b: pa.RecordBatch, s: np.ndarray, e: np.ndarray) -> list[tuple[pa.Array, np.ndarray]]:
         return [
-            (self._group_text(level, cols) if len(at) else pa.array([], pa.string()), at)
-            for level, cols, at in self._model.feed(b, s, e)
+            (self._group_text(st, level, cols) if len(at) else pa.array([], pa.string()), at)
+            for level, cols, at in st.model.feed(b, s, e)
         ]
 
-    def _group_text(self, level: str, cols: list[np.ndarray]) -> pa.Array:
+    def _group_text(self, st: _Rank, level: str, cols: list[np.ndarray]) -> pa.Array:
         """One string per completed group: its slice on the Model track, with counter samples."""
-        start, end = self._model.spans(level, cols)
+        start, end = st.model.spans(level, cols)
         a = _Asm(self._st, len(start))
         if level == "step":  # few
-            a.add(pa.array([f',\n{{"name":{_js(x)}' for x in self._model.step_labels(cols)], pa.string()))
+            a.add(pa.array([f',\n{{"name":{_js(x)}' for x in st.model.step_labels(cols)], pa.string()))
         else:  # "layer <l>" (layer >= 0) or the block name (attention, ffn, head, ...)
-            names = tuple(_js(n) for n in self._model.block_names)
+            names = tuple(_js(n) for n in st.model.block_names)
             is_layer = (cols[1] >= 0) & (level == "layer")
             a.int(cols[1], ',\n{"name":"layer ', '"', is_layer)
             a.table(("label", *names), lambda: [f',\n{{"name":{n}' for n in names], cols[-5], ~is_layer)
-        a.fixed3(start, ',"dur":', None, f',"pid":4,"tid":{LEVELS.index(level) + 1},"ts":')
+        a.fixed3(
+            start, ',"dur":', None, f',"pid":{st.layout.model},"tid":{st.layout.tid(LEVELS.index(level) + 1)},"ts":'
+        )
         a.fixed3(end - start, ',"ph":"X"}')
         if level != "layer":  # HBM GB/s (= bytes/ns) and AI Core busy % at block starts; 0 at step ends
             span = (end - start).astype(np.float64)
             rate = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0) * (level == "block")
             ts = end if level == "step" else start
-            a.fixed3(ts, ',"ph":"C","args":{"GB/s":', None, f',\n{{"name":"HBM bandwidth","pid":{PID_DEVICE},"ts":')
-            a.fixed3(np.rint(cols[-2] * rate * 1e3).astype(np.int64), _UTIL)
+            hbm = f',\n{{"name":"HBM bandwidth","pid":{st.layout.device},"ts":'
+            a.fixed3(ts, ',"ph":"C","args":{"GB/s":', None, hbm)
+            a.fixed3(np.rint(cols[-2] * rate * 1e3).astype(np.int64), st.util)
             a.fixed3(ts, ',"ph":"C","args":{"%":')
             a.fixed3(np.rint(cols[-1] * rate * 1e5).astype(np.int64), "}}")
         return a.text()
 
     def _finish(self, steps: pa.Table) -> None:
-        if self._busy.open is not None:
-            self._write(_x("Computing", PID_OVERLAP, 1, *self._busy.open))
-        for level, cols in self._model.flush():
-            self._write(_text(self._group_text(level, cols)))
-        out, tid = self._stream_meta(self._streams_seen), self._host_tid + 1
+        out: list[str] = []
+        for st in self._ranks.values():
+            if st.busy.open is not None:
+                self._write(_x("Computing", st.layout.overlap, st.layout.tid(1), *st.busy.open))
+            for level, cols in st.model.flush():
+                self._write(_text(self._group_text(st, level, cols)))
+            out += self._stream_meta(st, st.streams_seen)
+        # the host step frames (the steps table): the first traced rank's host
+        st = next(iter(self._ranks.values()))
+        tid = st.layout.tid(self._host_tid + 1)
+        host = st.layout.host
         for r in steps.sort_by("step").to_pylist():
             lo, hi = np.array([r["host_start_ns"]]), np.array([r["sync_end_ns"]])
-            (a,), (z,), self._host_end = sequential(lo, hi, self._host_end)
+            (a,), (z,), st.host_end = sequential(lo, hi, st.host_end)
             a, z = int(a), int(z)
-            out.append(_x(f"Step {r['step']} ({r['phase']})", PID_HOST, tid, a, z))
+            out.append(_x(f"Step {r['step']} ({r['phase']})", host, tid, a, z))
             ov_end = min(a + max(r["host_overhead_ns"], 0), z)
-            out += [_x("host overhead", PID_HOST, tid, a, ov_end)] if ov_end > a else []
+            out += [_x("host overhead", host, tid, a, ov_end)] if ov_end > a else []
             sync = max(r["device_end_ns"], ov_end)
-            out += [_x("sync (D2H token)", PID_HOST, tid, sync, z)] if z > sync else []
+            out += [_x("sync (D2H token)", host, tid, sync, z)] if z > sync else []
+        out += self._rank_flows()
         m = self.meta
         other: dict[str, Any] = {"run_name": m.run_name, "device_name": m.device_name, "extra": m.extra}
         other |= {"soc_version": m.soc_version, "execution_mode": m.execution_mode, "host_tid": m.host_tid}
-        other |= {"streams": sorted(self._streams), "schema_version": SCHEMA_VERSION, "generator": "atbprof"}
+        streams = sorted(set().union(*(st.streams for st in self._ranks.values())))
+        other |= {"streams": streams, "schema_version": SCHEMA_VERSION, "generator": "atbprof"}
         other |= {"ops": self._n_ops, "host_launches": self._n_launch}
+        if len(self._ranks) > 1:
+            other |= {"ranks": sorted(self._ranks)}
         tail = orjson.dumps(other, option=orjson.OPT_SORT_KEYS).decode()
         self._write("".join(out) + f'\n],"displayTimeUnit":"ns","otherData":{tail}}}\n')

@@ -30,15 +30,17 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, Track
 from atbprof.optable.schema import PIPES, check_table
 from atbprof.writers import protowire as pw
 from atbprof.writers.base import StagedFile, TraceMeta, atomic_path, guarded, op_arg_keys
-from atbprof.writers.chrome import PID_DEVICE, RATIO_KEYS, STATIC_KEYS, STREAM0_TID
+from atbprof.writers.chrome import RATIO_KEYS, STATIC_KEYS, STREAM0_TID
 from atbprof.writers.grouping import LEVELS, NO_END, BusyIntervals, ModelGroups, sequential
+from atbprof.writers.ranks import COLLECTIVE_FLOW_BASE, RankLayout, comm_rows, rank_flows
 
 SEQ = 1  # trusted_packet_sequence_id of every packet
 CLEARED, NEEDS_STATE = 1, 2  # TracePacket.sequence_flags
-BEGIN, END, COUNTER = 1, 2, 4  # TrackEvent.type
+BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4  # TrackEvent.type
 U_LAUNCH, U_HOST_STEPS, U_HBM, U_UTIL = 11, 12, 21, 22  # track uuids; process tracks: uuid = pid (1-4)
 U_TRACK = {"Computing": 31, "Free": 32, "step": 41, "layer": 42, "block": 43}
 U_STREAM0 = 64  # + stream id
+RANK_UUID_SHIFT = 32  # rank r's tracks: the uuids above + (r << 32)
 NAME, CAT, ANN, STR = "event_names", "event_categories", "debug_annotation_names", "debug_annotation_string_values"
 FIXED_NAMES = ("Node@launch", "Computing", "Free", "host overhead", "sync (D2H token)")
 STR_KEYS = {k: v for k, v in STATIC_KEYS.items() if k != "block_dim"}
@@ -142,6 +144,21 @@ class _Interner:
         return {row: _wrap(p) for row, p in out.items()}
 
 
+class _Rank:
+    """One traced rank's tracks (uuids offset by its rank) and what its events carry from batch to batch."""
+
+    def __init__(self, layout: RankLayout) -> None:
+        self.layout = layout
+        self.off = layout.rank << RANK_UUID_SHIFT
+        self.streams: set[int] = set()
+        self.busy = BusyIntervals()
+        self.model = ModelGroups()
+        self.host_end = NO_END
+
+    def u(self, uuid: Any) -> Any:
+        return uuid + self.off
+
+
 class PerfettoTraceWriter(StagedFile):
     """RunWriter for `trace.pftrace` (Perfetto TrackEvent protobuf). `abort()` discards a half-written file."""
 
@@ -156,10 +173,9 @@ class PerfettoTraceWriter(StagedFile):
         if meta.host_tid <= 0:
             raise ValueError(f"host_tid must be a positive integer, got {meta.host_tid}")
         self.meta, self.packets, self._names = meta, 0, _Interner()
-        self._streams: set[int] = set()
-        self._busy = BusyIntervals()
-        self._model = ModelGroups()
-        self._host_end = NO_END
+        multi = len(meta.ranks) > 1
+        self._ranks = {r: _Rank(RankLayout(r, multi)) for r in meta.ranks}
+        self._comm: list[pa.Table] = []
         self._stack = ExitStack()
         tmp = self._stack.enter_context(atomic_path(Path(directory) / self.filename))
         self._fh: IO[bytes] = self._stack.enter_context(open(tmp, "wb"))  # noqa: SIM115 - the stack closes it
@@ -168,41 +184,38 @@ class PerfettoTraceWriter(StagedFile):
             for text in texts:
                 self._names.get(kind, text)
         out = [self._names.packets(CLEARED)[0]]
-        # streams and Model levels are thread tracks, as in the JSON trace: the Perfetto UI (v52) orders a
-        # process's thread tracks by tid and puts its counters below them, but orders other tracks by name
-        procs = ((1, "CANN", "CPU", 1), (2, "Ascend Hardware", "NPU", PID_DEVICE), (3, "Overlap Analysis", "NPU", 3))
-        for uuid, name, label, pid in procs:
-            out.append(_descriptor(uuid, name, None, uuid, pid=pid, label=label))
-        out.append(_descriptor(4, "Model", None, 4, pid=4, label="atbprof"))
-        h = meta.host_tid
-        out.append(_descriptor(U_HOST_STEPS, "Host steps", 1, 0, pid=1, tid=h + 1))
-        out.append(_descriptor(U_LAUNCH, f"Thread {h}", 1, 1, pid=1, tid=h))
-        out.append(_descriptor(U_UTIL, "AI Core utilization %", 2, 1 << 20, unit="%"))  # below the streams
-        out.append(_descriptor(U_HBM, "HBM bandwidth GB/s", 2, (1 << 20) + 1, unit="GB/s"))
-        out += [_descriptor(U_TRACK[n], n, 3, i, pid=3, tid=i) for i, n in enumerate(("Computing", "Free"), 1)]
-        out += [_descriptor(U_TRACK[n], f"{n.title()}s", 4, i, pid=4, tid=i) for i, n in enumerate(LEVELS, 1)]
-        out += [self._stream(sid) for sid in sorted(set(meta.streams))]
+        for st in self._ranks.values():
+            out += self._rank_descriptors(st)
         self.packets += len(out)
         self._fh.write(b"".join(out))
 
     @guarded
     def write_batch(self, batch: pa.RecordBatch) -> None:
         check_table(batch.schema, "op batch")
+        if not batch.num_rows:
+            return
+        rank = 0 if "rank" not in batch.schema.names else int(batch.column("rank")[0].as_py() or 0)
+        if rank not in self._ranks:
+            raise ValueError(f"op batch of rank {rank}: the trace holds ranks {sorted(self._ranks)}")
+        if len(self._ranks) > 1 and (rows := comm_rows(batch)) is not None:
+            self._comm.append(rows)
         for off in range(0, batch.num_rows, _CHUNK):
-            self._chunk(batch.slice(off, _CHUNK))
+            self._chunk(self._ranks[rank], batch.slice(off, _CHUNK))
 
     @guarded
     def close(self, steps: pa.Table) -> None:
         pieces: list[tuple[pw.Msg, int]] = []
-        if self._busy.open is not None:
-            a, z = (np.array([v]) for v in self._busy.open)
-            pieces.append((self._slice(1, U_TRACK["Computing"], self._fixed("Computing"), a, z), 1))
-        for level, cols in self._model.flush():
-            start, end, labels = self._group_spans(level, cols)
-            for text in labels:
-                self._names.get(NAME, text)
-            pieces.append((self._group_msg(level, cols, start, end, labels), len(start)))
-        pieces.append(self._host_frames(steps.sort_by("step")))
+        for st in self._ranks.values():
+            if st.busy.open is not None:
+                a, z = (np.array([v]) for v in st.busy.open)
+                pieces.append((self._slice(1, st.u(U_TRACK["Computing"]), self._fixed("Computing"), a, z), 1))
+            for level, cols in st.model.flush():
+                start, end, labels = self._group_spans(st, level, cols)
+                for text in labels:
+                    self._names.get(NAME, text)
+                pieces.append((self._group_msg(st, level, cols, start, end, labels), len(start)))
+        pieces.append(self._host_frames(next(iter(self._ranks.values())), steps.sort_by("step")))
+        pieces.append(self._rank_flows())
         interned = self._names.packets()
         self.packets += len(interned)
         self._fh.write(b"".join(interned.values()))
@@ -215,9 +228,69 @@ class PerfettoTraceWriter(StagedFile):
 
     # -- packets -------------------------------------------------------------------------------------------
 
-    def _stream(self, sid: int) -> bytes:
-        self._streams.add(sid)
-        return _descriptor(U_STREAM0 + sid, f"Stream {sid}", 2, sid, pid=PID_DEVICE, tid=sid or STREAM0_TID)
+    def _rank_descriptors(self, st: _Rank) -> list[bytes]:
+        # streams and Model levels are thread tracks, as in the JSON trace: the Perfetto UI (v52) orders a
+        # process's thread tracks by tid and puts its counters below them, but orders other tracks by name
+        lay, u = st.layout, st.u
+        procs = (
+            (1, "CANN", "CPU", lay.host),
+            (2, "Ascend Hardware", "NPU", lay.device),
+            (3, "Overlap Analysis", "NPU", lay.overlap),
+            (4, "Model", "atbprof", lay.model),
+        )
+        out = [
+            _descriptor(
+                u(uuid),
+                lay.name(name),
+                None,
+                uuid if not lay.multi else lay.sort_index(pid),
+                pid=pid,
+                label=lay.label(label),
+            )
+            for uuid, name, label, pid in procs
+        ]
+        h = self.meta.host_tid
+        out.append(_descriptor(u(U_HOST_STEPS), "Host steps", u(1), 0, pid=lay.host, tid=lay.tid(h + 1)))
+        out.append(_descriptor(u(U_LAUNCH), f"Thread {h}", u(1), 1, pid=lay.host, tid=lay.tid(h)))
+        out.append(_descriptor(u(U_UTIL), "AI Core utilization %", u(2), 1 << 20, unit="%"))  # below the streams
+        out.append(_descriptor(u(U_HBM), "HBM bandwidth GB/s", u(2), (1 << 20) + 1, unit="GB/s"))
+        out += [
+            _descriptor(u(U_TRACK[n]), n, u(3), i, pid=lay.overlap, tid=lay.tid(i))
+            for i, n in enumerate(("Computing", "Free"), 1)
+        ]
+        out += [
+            _descriptor(u(U_TRACK[n]), f"{n.title()}s", u(4), i, pid=lay.model, tid=lay.tid(i))
+            for i, n in enumerate(LEVELS, 1)
+        ]
+        return out + [self._stream(st, sid) for sid in sorted(set(self.meta.streams))]
+
+    def _rank_flows(self) -> tuple[pw.Msg, int]:
+        """Instant events on the traced ranks' stream tracks, at the two ends of each flow between their HCCL
+        tasks (writers/ranks.py): `flow_ids` at the source, `terminating_flow_ids` at the sink."""
+        if not self._comm:
+            return [], 0
+        flows = rank_flows(pa.concat_tables(self._comm), self.meta.tp, self.meta.pp)
+        if not flows:
+            return [], 0
+        n = len(flows)
+        ids = COLLECTIVE_FLOW_BASE + np.arange(n, dtype=np.int64)
+        names = np.array([self._names.get(NAME, f.name) for f in flows], np.int64)
+        msg: pw.Msg = []
+        for side, field in (("src", 47), ("dst", 48)):
+            track = np.array(
+                [self._ranks[getattr(f, f"{side}_rank")].u(U_STREAM0 + getattr(f, f"{side}_stream")) for f in flows]
+            )
+            ts = np.array([getattr(f, f"{side}_ts") for f in flows], np.int64)
+            te = [*pw.field_varint(9, INSTANT), *pw.field_varint(11, track), *pw.field_varint(10, names)]
+            msg += self._packet(n, ts, [*te, *pw.field_fixed64(field, ids)])
+        return msg, n
+
+    def _stream(self, st: _Rank, sid: int) -> bytes:
+        st.streams.add(sid)
+        lay = st.layout
+        return _descriptor(
+            st.u(U_STREAM0 + sid), f"Stream {sid}", st.u(2), sid, pid=lay.device, tid=lay.tid(sid or STREAM0_TID)
+        )
 
     def _fixed(self, name: str) -> int:
         return self._names.ids[NAME, name]
@@ -242,7 +315,7 @@ class PerfettoTraceWriter(StagedFile):
 
     # -- ops -----------------------------------------------------------------------------------------------
 
-    def _chunk(self, b: pa.RecordBatch) -> None:
+    def _chunk(self, st: _Rank, b: pa.RecordBatch) -> None:
         """Ops b; before each op: new track descriptors and interned data, then the packets of the groups and
         the busy interval it completes."""
         n, c = b.num_rows, b.column
@@ -256,11 +329,11 @@ class PerfettoTraceWriter(StagedFile):
         if min(stream.min(), hs.min(), hd.min()) < 0:
             raise ValueError(f"op batch at op_index {c('op_index')[0]}: negative launch time or stream id")
         e = s + dur
-        busy = self._busy.feed(s, e)
+        busy = st.busy.feed(s, e)
         groups: list[tuple[np.ndarray, str, list[Any], np.ndarray, np.ndarray, list[str]]] = []
-        for order, (level, cols, at) in enumerate(self._model.feed(b, s, e)):
+        for order, (level, cols, at) in enumerate(st.model.feed(b, s, e)):
             if len(at):
-                start, end, labels = self._group_spans(level, cols)
+                start, end, labels = self._group_spans(st, level, cols)
                 for row, text in zip(at.tolist(), labels, strict=True):
                     self._names.queue(row, order - len(LEVELS), NAME, text)
                 groups.append((at, level, cols, start, end, labels))
@@ -270,23 +343,23 @@ class PerfettoTraceWriter(StagedFile):
         iids["fused"] = self._names.column("fused", STR, pc.binary_join(c("fused_from"), "+"), len(iids), "")
         numerics = self._numerics(b, iids) if self._num_keys else None
         self._names.assign()
-        extras = [self._descriptors_and_names(stream)]
-        extras += [(g[0], *pw.encode(self._group_msg(*g[1:]), len(g[0]))) for g in groups]
+        extras = [self._descriptors_and_names(st, stream)]
+        extras += [(g[0], *pw.encode(self._group_msg(st, *g[1:]), len(g[0]))) for g in groups]
         launched = None if h.null_count == n else pc.is_valid(h).to_numpy(zero_copy_only=False)
-        ops = self._ops(c, stream, s, e, hs, hs + hd, launched, {k: f() for k, f in iids.items()}, numerics)
+        ops = self._ops(st, c, stream, s, e, hs, hs + hd, launched, {k: f() for k, f in iids.items()}, numerics)
         if len(busy[0]) > _DENSE * n:  # as masked parts of the op rows, else apart: the same bytes either way
-            ops = self._busy_msg(*busy, rows=n) + ops
+            ops = self._busy_msg(st, *busy, rows=n) + ops
         else:
-            extras.append((busy[0], *pw.encode(self._busy_msg(*busy), len(busy[0]))))
+            extras.append((busy[0], *pw.encode(self._busy_msg(st, *busy), len(busy[0]))))
         self._fh.write(_splice(*pw.encode(ops, n), extras).data)
 
-    def _descriptors_and_names(self, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _descriptors_and_names(self, st: _Rank, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Packets defining the streams and the interned entries first used in the chunk: rows, bytes, sizes."""
         pre: dict[int, list[bytes]] = {}
         sids, first = np.unique(stream, return_index=True)
         for sid, row in zip(sids.tolist(), first.tolist(), strict=True):
-            if sid not in self._streams:
-                pre.setdefault(row, []).append(self._stream(sid))
+            if sid not in st.streams:
+                pre.setdefault(row, []).append(self._stream(st, sid))
         for row, packet in self._names.packets().items():
             pre.setdefault(row, []).append(packet)
         self.packets += sum(map(len, pre.values()))
@@ -295,7 +368,7 @@ class PerfettoTraceWriter(StagedFile):
         sizes = np.array([len(r) for r in raw], np.int64)
         return np.array(rows, np.int64), np.frombuffer(b"".join(raw), np.uint8), sizes
 
-    def _busy_msg(self, closed: Any, start: Any, end: Any, nxt: Any, rows: int | None = None) -> pw.Msg:
+    def _busy_msg(self, st: _Rank, closed: Any, start: Any, end: Any, nxt: Any, rows: int | None = None) -> pw.Msg:
         """Computing [start, end] and Free [end, nxt]; with `rows`: as parts of that many rows (on `closed`)."""
         present = None
         if rows is not None:
@@ -305,8 +378,8 @@ class PerfettoTraceWriter(StagedFile):
             full[:, closed] = start, end, nxt
             start, end, nxt = full
         k = len(start)
-        msg = self._slice(k, U_TRACK["Computing"], self._fixed("Computing"), start, end, present)
-        return msg + self._slice(k, U_TRACK["Free"], self._fixed("Free"), end, nxt, present)
+        msg = self._slice(k, st.u(U_TRACK["Computing"]), self._fixed("Computing"), start, end, present)
+        return msg + self._slice(k, st.u(U_TRACK["Free"]), self._fixed("Free"), end, nxt, present)
 
     def _numerics(self, b: pa.RecordBatch, iids: dict[str, Any]) -> dict[str, tuple[str, np.ndarray, np.ndarray]]:
         """Per numerics arg key: (kind, value per op, present per op); string values are interned via `iids`."""
@@ -328,15 +401,25 @@ class PerfettoTraceWriter(StagedFile):
         return out
 
     def _ops(
-        self, c: Any, stream: Any, s: Any, e: Any, hs: Any, he: Any, launched: Any, iids: Any, numerics: Any = None
+        self,
+        st: _Rank,
+        c: Any,
+        stream: Any,
+        s: Any,
+        e: Any,
+        hs: Any,
+        he: Any,
+        launched: Any,
+        iids: Any,
+        numerics: Any = None,
     ) -> pw.Msg:
         """Per op: host launch slice (if launched; flow source), device slice with the JSON args as annotations."""
-        n, flow = len(s), c("op_index").to_numpy() + 1
+        n, flow = len(s), c("op_index").to_numpy() + 1 + st.layout.flow_base
         msg: pw.Msg = []
         some = None if launched is None or launched.all() else launched
         if launched is not None:
             extra = [*pw.field_fixed64(47, flow), *self._ann("item_id", pw.field_varint(17, iids["item"]))]
-            msg += self._slice(n, U_LAUNCH, self._fixed("Node@launch"), hs, he, some, extra)
+            msg += self._slice(n, st.u(U_LAUNCH), self._fixed("Node@launch"), hs, he, some, extra)
         extra = [*pw.field_varint(3, 1)]  # category "Task"
         if launched is not None:
             extra += pw.field_fixed64(48, flow, some)
@@ -361,47 +444,49 @@ class PerfettoTraceWriter(StagedFile):
             else:
                 value = pw.field_fixed64(5, values) if kind == "double" else pw.field_varint(4, values)
             extra += self._ann(name, value, have)
-        return msg + self._slice(n, stream + U_STREAM0, iids["name"], s, e, None, extra)
+        return msg + self._slice(n, st.u(stream + U_STREAM0), iids["name"], s, e, None, extra)
 
     # -- groups (Model tracks, counters) and host frames ----------------------------------------------------
 
-    def _group_spans(self, level: str, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    def _group_spans(self, st: _Rank, level: str, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """Start and end (clamped so slices of a track do not overlap) and name of each completed group."""
-        start, end = self._model.spans(level, cols)
+        start, end = st.model.spans(level, cols)
         if level == "step":
-            return start, end, self._model.step_labels(cols)
-        blocks = self._model.block_names
+            return start, end, st.model.step_labels(cols)
+        blocks = st.model.block_names
         layers = cols[1].tolist() if level == "layer" else [-1] * len(start)
         labels = [f"layer {ly}" if ly >= 0 else blocks[k] for ly, k in zip(layers, cols[-5].tolist(), strict=True)]
         return start, end, labels
 
-    def _group_msg(self, level: str, cols: list[Any], start: Any, end: Any, labels: list[str]) -> pw.Msg:
+    def _group_msg(self, st: _Rank, level: str, cols: list[Any], start: Any, end: Any, labels: list[str]) -> pw.Msg:
         """A group's slice on its Model track; steps and blocks add HBM GB/s and AI Core % samples (as the JSON)."""
         names = np.array([self._names.ids[NAME, t] for t in labels], np.int64)
-        msg = self._slice(len(start), U_TRACK[level], names, start, end)
+        msg = self._slice(len(start), st.u(U_TRACK[level]), names, start, end)
         if level != "layer":  # bytes/ns = GB/s and busy share at block starts; 0 at step ends
             span = (end - start).astype(np.float64)
             rate = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0) * (level == "block")
             ts = end if level == "step" else start
-            msg += self._counter(U_HBM, ts, np.rint(cols[-2] * rate * 1e3).astype(np.int64) / 1000.0)
-            msg += self._counter(U_UTIL, ts, np.rint(cols[-1] * rate * 1e5).astype(np.int64) / 1000.0)
+            msg += self._counter(st.u(U_HBM), ts, np.rint(cols[-2] * rate * 1e3).astype(np.int64) / 1000.0)
+            msg += self._counter(st.u(U_UTIL), ts, np.rint(cols[-1] * rate * 1e5).astype(np.int64) / 1000.0)
         return msg
 
-    def _host_frames(self, steps: pa.Table) -> tuple[pw.Msg, int]:
-        """Per step on "Host steps": the frame, with "host overhead" and "sync (D2H token)" inside it."""
+    def _host_frames(self, st: _Rank, steps: pa.Table) -> tuple[pw.Msg, int]:
+        """Per step on "Host steps" (of the first traced rank): the frame, with "host overhead" and "sync (D2H
+        token)" inside it."""
         n = steps.num_rows
         if n == 0:
             return [], 0
         col = {k: steps.column(k).to_numpy().astype(np.int64) for k in ("host_start_ns", "sync_end_ns")}
-        a, z, self._host_end = sequential(col["host_start_ns"], col["sync_end_ns"], self._host_end)
+        a, z, st.host_end = sequential(col["host_start_ns"], col["sync_end_ns"], st.host_end)
         over = np.maximum(steps.column("host_overhead_ns").to_numpy(), 0)
         ov_end = np.minimum(a + over, z)
         sync = np.maximum(steps.column("device_end_ns").to_numpy(), ov_end)
         labels = [f"Step {s} ({p})" for s, p in zip(steps["step"].to_pylist(), steps["phase"].to_pylist(), strict=True)]
         names = np.array([self._names.get(NAME, t) for t in labels], np.int64)
-        begin = [*pw.field_varint(9, BEGIN), *pw.field_varint(11, U_HOST_STEPS), *pw.field_varint(10, names)]
+        track = st.u(U_HOST_STEPS)
+        begin = [*pw.field_varint(9, BEGIN), *pw.field_varint(11, track), *pw.field_varint(10, names)]
         msg = self._packet(n, a, begin)
-        msg += self._slice(n, U_HOST_STEPS, self._fixed("host overhead"), a, ov_end, ov_end > a)
-        msg += self._slice(n, U_HOST_STEPS, self._fixed("sync (D2H token)"), sync, z, z > sync)
-        msg += self._packet(n, z, [*pw.field_varint(9, END), *pw.field_varint(11, U_HOST_STEPS)])
+        msg += self._slice(n, track, self._fixed("host overhead"), a, ov_end, ov_end > a)
+        msg += self._slice(n, track, self._fixed("sync (D2H token)"), sync, z, z > sync)
+        msg += self._packet(n, z, [*pw.field_varint(9, END), *pw.field_varint(11, track)])
         return msg, n

@@ -68,10 +68,12 @@ class TraceSelection:
         """A note for the run summary when the trace is not the whole run."""
         if len(self.steps) == self.total_steps and self.layers is None:
             return None
-        span = _compact(self.steps)
+        span = compact_ranges(self.steps)
         what = f"steps {span} of {self.total_steps}"
         if self.layers is not None:
-            what += f", layers {_compact(self.layers)} (+ model-level ops; Overlap Analysis covers these ops only)"
+            what += (
+                f", layers {compact_ranges(self.layers)} (+ model-level ops; Overlap Analysis covers these ops only)"
+            )
         why = (
             f"the whole run would be ~{self.full_bytes / 1e6:,.0f} MB of JSON, more than output.trace_max_mb; "
             "choose with --trace-steps / --trace-layers"
@@ -83,7 +85,8 @@ class TraceSelection:
         )
 
 
-def _compact(values: np.ndarray) -> str:
+def compact_ranges(values: np.ndarray) -> str:
+    """Sorted integers as ranges: [0, 1, 2, 5] -> '0-2,5'."""
     if not len(values):
         return "none"
     parts, start, prev = [], int(values[0]), int(values[0])
