@@ -247,7 +247,7 @@ def _longest(fits: Callable[[int], bool], start: int) -> int:
     return lo
 
 
-def does_not_fit(m: MemoryEstimate, device: str, batch: int, context: int, tp: int = 1) -> str:
+def does_not_fit(m: MemoryEstimate, device: str, batch: int, context: int, tp: int = 1, pp: int = 1) -> str:
     """The refusal: the numbers, what would fit on this device, how many devices it needs, and the override."""
     fit = []
     if m.max_batch_that_fits:
@@ -261,9 +261,14 @@ def does_not_fit(m: MemoryEstimate, device: str, batch: int, context: int, tp: i
         tp_hint = "no tensor-parallel split the model's heads allow makes it fit"
     else:
         tp_hint = f"it needs at least {m.devices_needed} devices"
-    where = "one" if tp == 1 else "each"
+    where = "one" if tp * pp == 1 else "each"
+    if pp > 1:
+        where = f"each {device} of pipeline stage {m.stage} (the fullest)"
+        tp_hint += "; or split the layers over more pipeline stages (parallel.pp)"
+    else:
+        where = f"{where} {device}"
     return (
-        f"this run does not fit on {where} {device}: it needs {m.total_gb:.1f} GB (weights {m.weights_gb:.1f}, "
+        f"this run does not fit on {where}: it needs {m.total_gb:.1f} GB (weights {m.weights_gb:.1f}, "
         f"KV cache "
         f"{m.kv_cache_gb:.1f} at context {context:,}, activations {m.activations_gb:.1f}, workspace "
         f"{m.workspace_gb:.1f}, communication buffers {m.communication_gb:.1f}) and the device has "

@@ -244,6 +244,7 @@ class Simulation:
                     w.batch_size,
                     self.kv_cache_len or w.prompt_len + w.decode_tokens,
                     cfg.parallel.tp,
+                    cfg.parallel.pp,
                 )
             )
 

@@ -44,6 +44,7 @@ def test_bad_deployments_exit_2_with_one_message(tmp_path: Path) -> None:
         "parallel={tp: 8, pp: 2, microbatches: 3}": "parallel.microbatches = 3 does not divide workload.batch_size = 1",
         "parallel={tp: 8, pp: 2, stage_layers: [40, 41]}": "parallel.stage_layers adds up to 81 layers but llama2-70b",
         "execution.rank_slowdown={9: 1.2}": "execution.rank_slowdown names rank 9, but the deployment has 8 devices",
+        "parallel={tp: 2, pp: 2}": "does not fit on each 910B4 of pipeline stage 0 (the fullest): it needs 35.7 GB",
         "output.trace_ranks='3-8'": "output.trace_ranks = '3-8' names rank 8, but the deployment has 8 devices",
     }
     for change, message in cases.items():
