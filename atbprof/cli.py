@@ -274,7 +274,13 @@ class AnalyzeFormat(str, Enum):
 
 @app.command()
 def analyze(
-    path: Annotated[Path, typer.Argument(help="A run directory, a torch_npu / msprof profile, or a trace file.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A run directory, a torch_npu / msprof profile, a trace file, or a cluster: a directory of "
+            "*_ascend_pt rank profiles."
+        ),
+    ],
     format_: Annotated[
         AnalyzeFormat, typer.Option("--format", help="rich, json or md: the same report.")
     ] = AnalyzeFormat.rich,
@@ -296,8 +302,21 @@ def analyze(
 
     def body() -> None:
         nonlocal unfused
+        from atbprof.importers.cluster import is_cluster
+
+        pattern_file = str(patterns) if patterns else None
+        if is_cluster(path):  # a directory of rank profiles
+            from atbprof.analyze.cluster_report import analyze_cluster
+            from atbprof.importers.cluster import load_cluster
+            from atbprof.render.cluster import cluster_json, cluster_markdown, render_cluster
+
+            with _status(f"reading and analyzing the cluster {path}", format_ is AnalyzeFormat.rich):
+                cluster = analyze_cluster(load_cluster(path), top=top, patterns_file=pattern_file)
+            unfused = cluster.has_unfused
+            _emit(format_, lambda: cluster_json(cluster), lambda: cluster_markdown(cluster), render_cluster, cluster)
+            return
         with _status(f"reading and analyzing {path}", format_ is AnalyzeFormat.rich):
-            report = analyze_profile(load_profile(path), patterns_file=str(patterns) if patterns else None, top=top)
+            report = analyze_profile(load_profile(path), patterns_file=pattern_file, top=top)
         unfused = report.has_unfused
         _emit(format_, lambda: analysis_json(report), lambda: analysis_markdown(report), render_analysis, report)
 

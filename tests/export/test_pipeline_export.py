@@ -114,3 +114,19 @@ def test_msprof_analyze_finds_the_stages(staged: tuple[Path, Path], tmp_path: Pa
         members = [theirs[(m.strip(), step)] for m in index.strip("()").split(",")]
         assert float(stage["Bubble"]) == pytest.approx(max(float(m["Bubble"]) for m in members), abs=1e-3)
     assert "cannot be mapped" not in output
+    # atbprof's cluster analysis of the same directory: the same stage rows, as means over the steps
+    from atbprof.analyze.cluster_report import analyze_cluster
+    from atbprof.importers.cluster import load_cluster
+
+    report = analyze_cluster(load_cluster(root))
+    for ours in report.cluster.stages:
+        index = "(" + ", ".join(map(str, ours.ranks)) + ")"
+        mine = [r for r in rows if r["Type"] == "stage" and r["Index"] == index]
+        for key, field in (
+            ("Computing", "computing_us"),
+            ("Free", "free_us"),
+            ("Stage", "stage_us"),
+            ("Bubble", "bubble_us"),
+        ):
+            assert getattr(ours, field) == pytest.approx(sum(float(r[key]) for r in mine) / len(mine), abs=1e-3)
+    assert report.cluster.slow_ranks == [3]  # the straggler of the fixture

@@ -1,0 +1,93 @@
+"""The cluster's step table (pure): per rank and step msprof-analyze's split, per stage the slowest of its ranks
+column by column (as msprof-analyze's stage rows), and the slow ranks and stages.
+
+A rank is slow when its own time - Computing + Free, the time it is not waiting in communication - exceeds the
+median of its stage's ranks by more than `threshold` (5 % by default, as msprof-analyze advises); the cause is
+the larger excess: more computing, or more free (host) time. The others of its group show the wait in their
+communication. A stage is slow when its own time (its slowest rank's) exceeds the median over the stages by as
+much. Figures per rank and stage are means over the steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from atbprof.importers.cluster import STEP_COLUMNS, Cluster
+
+DEFAULT_THRESHOLD = 0.05
+
+
+@dataclass(frozen=True)
+class SlowVerdict:
+    slow: bool
+    reason: str | None
+
+
+def _verdict(computing: float, free: float, med_computing: float, med_free: float, threshold: float) -> SlowVerdict:
+    own, median = computing + free, med_computing + med_free
+    if median <= 0 or own <= median * (1 + threshold):
+        return SlowVerdict(False, None)
+    extra_c, extra_f = computing - med_computing, free - med_free
+    what = "more computing" if extra_c >= extra_f else "more free (host) time"
+    return SlowVerdict(
+        True,
+        f"{what}: own time (computing + free) {own / 1e3:,.3f} ms is {own / median - 1:+.1%} over the median "
+        f"{median / 1e3:,.3f} ms (computing {extra_c / 1e3:+,.3f} ms, free {extra_f / 1e3:+,.3f} ms)",
+    )
+
+
+def step_table(cluster: Cluster) -> pa.Table:
+    """Per rank and step: the split, with the rank's stage (null: no pp group recorded)."""
+    stage = {r.rank: r.stage for r in cluster.ranks}
+    ranks = cluster.steps.column("rank").to_pylist()
+    return cluster.steps.append_column("stage", pa.array([stage.get(r) for r in ranks], pa.int32()))
+
+
+def rank_means(steps: pa.Table) -> pa.Table:
+    """Per rank: the mean of each column over its steps, and the number of steps."""
+    aggs = [("step", "count"), *((c, "mean") for c in STEP_COLUMNS)]
+    out = steps.group_by(["rank", "stage"], use_threads=False).aggregate(aggs)
+    names = ["rank", "stage", "steps", *STEP_COLUMNS]
+    out = out.rename_columns([{"step_count": "steps"}.get(n, n.removesuffix("_mean")) for n in out.column_names])
+    return out.select(names).sort_by("rank")
+
+
+def stage_rows(steps: pa.Table) -> pa.Table:
+    """Per stage and step the maximum over the stage's ranks (msprof-analyze's stage rows), then per stage the
+    mean over steps; ranks without a stage are one group (stage null)."""
+    per_step = steps.group_by(["stage", "step"], use_threads=False).aggregate([(c, "max") for c in STEP_COLUMNS])
+    per_step = per_step.rename_columns([n.removesuffix("_max") for n in per_step.column_names])
+    out = per_step.group_by(["stage"], use_threads=False).aggregate(
+        [("step", "count"), *((c, "mean") for c in STEP_COLUMNS)]
+    )
+    out = out.rename_columns([{"step_count": "steps"}.get(n, n.removesuffix("_mean")) for n in out.column_names])
+    return out.select(["stage", "steps", *STEP_COLUMNS]).sort_by("stage")
+
+
+def slow_ranks(means: pa.Table, threshold: float = DEFAULT_THRESHOLD) -> list[SlowVerdict]:
+    """A verdict per row of `rank_means`, against the median of the rank's stage."""
+    stage = means.column("stage").to_pylist()
+    comp = means.column("computing_us").to_numpy(zero_copy_only=False)
+    free = means.column("free_us").to_numpy(zero_copy_only=False)
+    out = []
+    for i, s in enumerate(stage):
+        peers = np.array([j for j, t in enumerate(stage) if t == s])
+        out.append(_verdict(comp[i], free[i], float(np.median(comp[peers])), float(np.median(free[peers])), threshold))
+    return out
+
+
+def slow_stages(stages: pa.Table, threshold: float = DEFAULT_THRESHOLD) -> list[SlowVerdict]:
+    """A verdict per stage against the median over the stages (none with a single stage)."""
+    comp = stages.column("computing_us").to_numpy(zero_copy_only=False)
+    free = stages.column("free_us").to_numpy(zero_copy_only=False)
+    if len(comp) < 2:
+        return [SlowVerdict(False, None)] * len(comp)
+    mc, mf = float(np.median(comp)), float(np.median(free))
+    return [_verdict(c, f, mc, mf, threshold) for c, f in zip(comp, free, strict=True)]
+
+
+def steps_of(steps: pa.Table) -> list[int]:
+    return sorted(s for s in pc.unique(steps.column("step")).to_pylist() if s is not None)

@@ -1,0 +1,135 @@
+"""`atbprof analyze CLUSTER`: the cluster report as sections (rich and Markdown from one list) and its JSON twin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from atbprof.analyze.cluster_report import ClusterReport, RankRow, StageRow
+from atbprof.render.sections import Section, render_sections, sections_markdown
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:,.3f}"
+
+
+SPLIT_HEADERS = ["step", "computing", "comm (not overlapped)", "overlapped", "free", "bubble", "preparing"]
+
+
+def _split_cells(r: RankRow | StageRow) -> list[str]:
+    return [
+        _ms(r.stage_us),
+        _ms(r.computing_us),
+        _ms(r.communication_not_overlapped_us),
+        _ms(r.overlapped_us),
+        _ms(r.free_us),
+        _ms(r.bubble_us),
+        _ms(r.preparing_us),
+    ]
+
+
+def sections(report: ClusterReport, top: int = 10) -> list[Section]:
+    src, c, comm = report.source, report.cluster, report.communication
+    par = src.parallel
+    out = [Section("summary", lines=[report.summary])]
+    where = f"{src.path}: {len(src.ranks)} ranks"
+    if par.get("world"):
+        where += f" (tp {par['tp']}, pp {par['pp']}, dp {par['dp']}; world {par['world']})"
+    if src.partial_ranks:
+        where += f"; partial (no kernel tables): {', '.join(map(str, src.partial_ranks))}"
+    out.append(Section("source", lines=[where]))
+    ranks = Section(
+        "ranks (mean step, ms; msprof-analyze's step split)",
+        headers=["rank", "stage", "complete", *SPLIT_HEADERS, "slow"],
+        numeric={0, 1, *range(3, 10)},
+    )
+    for r in c.ranks:
+        stage = "-" if r.stage is None else str(r.stage)
+        ranks.rows.append([str(r.rank), stage, "yes" if r.complete else "no", *_split_cells(r), r.slow_reason or ""])
+        ranks.row_styles.append("bold red" if r.slow else "")
+    out.append(ranks)
+    stages = Section(
+        "stages (per step the slowest rank, column by column)", headers=["stage", "ranks", *SPLIT_HEADERS, "slow"]
+    )
+    stages.numeric = {0, *range(2, 9)}
+    for s in c.stages:
+        label = "-" if s.stage is None else str(s.stage)
+        stages.rows.append([label, ",".join(map(str, s.ranks)), *_split_cells(s), s.slow_reason or ""])
+        stages.row_styles.append("bold red" if s.slow else "")
+    out.append(stages)
+    if comm.waited_for:
+        out.append(
+            Section(
+                "waited for (collectives in which every other rank waited for this one)",
+                headers=["rank", "collectives"],
+                rows=[[str(w.rank), str(w.collectives)] for w in comm.waited_for],
+                numeric={0, 1},
+            )
+        )
+    ops = sorted(comm.ops, key=lambda o: -o.wait_us)[:top]
+    if ops:
+        sec = Section(
+            f"communication: the {len(ops)} ops that waited longest",
+            headers=["rank", "op", "count", "elapse ms", "transit ms", "wait ms", "bandwidth GB/s"],
+            numeric={0, 2, 3, 4, 5},
+        )
+        for o in ops:
+            bw = ", ".join(f"{t} {v:,.2f}" for t, v in o.bandwidth_gbps.items() if t != "SDMA") or "-"
+            sec.rows.append(
+                [str(o.rank), o.name, str(o.count), _ms(o.elapse_us), _ms(o.transit_us), _ms(o.wait_us), bw]
+            )
+        out.append(sec)
+    if comm.matrix:
+        sec = Section(
+            "communication matrix (links, summed over steps)",
+            headers=["src", "dst", "transport", "MB", "ms", "GB/s"],
+            numeric={0, 1, 3, 4, 5},
+        )
+        slow = {(s.src_rank, s.dst_rank, s.transport) for s in comm.slow_links}
+        for m in sorted(comm.matrix, key=lambda m: (m.src_rank, m.dst_rank))[: max(top, 16)]:
+            sec.rows.append(
+                [
+                    str(m.src_rank),
+                    str(m.dst_rank),
+                    m.transport,
+                    f"{m.size_mb:,.3f}",
+                    f"{m.time_ms:,.3f}",
+                    f"{m.bandwidth_gbps:,.2f}",
+                ]
+            )
+            sec.row_styles.append("bold red" if (m.src_rank, m.dst_rank, m.transport) in slow else "")
+        out.append(sec)
+    if report.findings:
+        sec = Section(
+            "fusion findings per complete rank",
+            headers=["rank", "pattern", "fused as", "count", "est. saving ms"],
+            numeric={0, 3, 4},
+        )
+        for f in sorted(report.findings, key=lambda f: (f.rank, -f.est_saving_us))[: top * 3]:
+            if f.opportunity:
+                sec.rows.append([str(f.rank), f.pattern, f.fused_as, str(f.count), _ms(f.est_saving_us)])
+        if sec.rows:
+            saving = report.step_saving_us
+            sec.lines.append(
+                "what fusing saves the step (its slowest stage): "
+                + (f"{_ms(saving)} ms" if saving is not None else "unknown: that stage's ranks have no kernel tables")
+            )
+            out.append(sec)
+    out += [Section("warning", lines=report.warnings)] if report.warnings else []
+    out.append(Section("notes", lines=report.notes))
+    return out
+
+
+def render_cluster(report: ClusterReport, console: Console) -> None:
+    render_sections(sections(report), console, quiet_titles=("source", "notes"))
+
+
+def cluster_markdown(report: ClusterReport) -> str:
+    return sections_markdown(sections(report), "atbprof analyze (cluster)")
+
+
+def cluster_json(report: ClusterReport) -> dict[str, Any]:
+    """The documented JSON contract (atbprof/analyze/cluster_report.py, schema_version 1)."""
+    return report.model_dump(mode="json")
