@@ -4,8 +4,8 @@ column by column (as msprof-analyze's stage rows), and the slow ranks and stages
 A rank is slow when its own time - Computing + Free, the time it is not waiting in communication - exceeds the
 median of its stage's ranks by more than `threshold` (5 % by default, as msprof-analyze advises); the cause is
 the larger excess: more computing, or more free (host) time. The others of its group show the wait in their
-communication. A stage is slow when its own time (its slowest rank's) exceeds the median over the stages by as
-much. Figures per rank and stage are means over the steps."""
+communication. A stage is slow when its computing (its slowest rank's) exceeds the median over the stages by as
+much: an imbalanced pipeline. Figures per rank and stage are means over the steps."""
 
 from __future__ import annotations
 
@@ -32,9 +32,10 @@ def _verdict(computing: float, free: float, med_computing: float, med_free: floa
         return SlowVerdict(False, None)
     extra_c, extra_f = computing - med_computing, free - med_free
     what = "more computing" if extra_c >= extra_f else "more free (host) time"
+    measured = "own time (computing + free)" if med_free or free else "computing"
     return SlowVerdict(
         True,
-        f"{what}: own time (computing + free) {own / 1e3:,.3f} ms is {own / median - 1:+.1%} over the median "
+        f"{what}: {measured} {own / 1e3:,.3f} ms is {own / median - 1:+.1%} over the median "
         f"{median / 1e3:,.3f} ms (computing {extra_c / 1e3:+,.3f} ms, free {extra_f / 1e3:+,.3f} ms)",
     )
 
@@ -80,13 +81,14 @@ def slow_ranks(means: pa.Table, threshold: float = DEFAULT_THRESHOLD) -> list[Sl
 
 
 def slow_stages(stages: pa.Table, threshold: float = DEFAULT_THRESHOLD) -> list[SlowVerdict]:
-    """A verdict per stage against the median over the stages (none with a single stage)."""
+    """A verdict per stage against the median over the stages (none with a single stage), on computing alone:
+    a stage's free time is mostly waiting for the others (the first stage for the token, later ones for data),
+    so only its work tells an imbalanced pipeline."""
     comp = stages.column("computing_us").to_numpy(zero_copy_only=False)
-    free = stages.column("free_us").to_numpy(zero_copy_only=False)
     if len(comp) < 2:
         return [SlowVerdict(False, None)] * len(comp)
-    mc, mf = float(np.median(comp)), float(np.median(free))
-    return [_verdict(c, f, mc, mf, threshold) for c, f in zip(comp, free, strict=True)]
+    mc = float(np.median(comp))
+    return [_verdict(c, 0.0, mc, 0.0, threshold) for c in comp]
 
 
 def steps_of(steps: pa.Table) -> list[int]:

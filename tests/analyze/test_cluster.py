@@ -42,6 +42,8 @@ def test_qwen_ranks_by_content_with_their_stages(qwen: tuple[ClusterReport, Path
     assert [(r.rank, r.stage) for r in report.cluster.ranks] == [(0, 0), (1, 0), (2, 1), (3, 1)]  # rank 2 is device 4
     assert [s.ranks for s in report.cluster.stages] == [[0, 1], [2, 3]]
     assert report.cluster.slow_ranks == []
+    assert report.cluster.slow_stages == [1]  # stage 1 computes 401 ms a step, stage 0 231 ms: imbalanced
+    assert report.step_saving_us is None  # stage 1's ranks have no kernel tables
     # rank 0's fusion findings: the 54 unfused Add -> RmsNorm of the single-rank analysis
     adds = [f for f in report.findings if f.pattern == "add-rmsnorm"]
     assert [(f.rank, f.count) for f in adds] == [(0, 54)]
