@@ -160,13 +160,15 @@ def _split(row: dict[str, Any]) -> dict[str, float]:
 def _rank_findings(cluster: Cluster, top: int, patterns_file: str | None) -> tuple[list[RankFinding], dict[int, float]]:
     from atbprof.analyze.api import analyze
     from atbprof.importers.detect import load_profile
+    from atbprof.importers.ours import load_run
 
     findings: list[RankFinding] = []
     savings: dict[int, float] = {}
     for r in cluster.ranks:
         if not r.complete:
             continue
-        report = analyze(load_profile(r.path), patterns_file=patterns_file, top=top)
+        profile = load_run(r.path, rank=r.rank) if r.run else load_profile(r.path)
+        report = analyze(profile, patterns_file=patterns_file, top=top)
         steps = max(1, report.source.steps)  # a finding's saving is over the profile: per step, as the split
         savings[r.rank] = round(sum(f.est_saving_us for f in report.findings if f.opportunity) / steps, 3)
         findings += [RankFinding(rank=r.rank, **f.model_dump()) for f in report.findings]

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from atbprof.errors import InputError
 from atbprof.importers.ascend_dirs import PT_OUTPUT, is_ascend_pt
+from atbprof.importers.ours import RUN_JSON_MAX_BYTES, is_run_dir
 from atbprof.inputs import max_input_bytes, read_bytes, read_text, regular_file
 
 STEP_COLUMNS = (
@@ -108,7 +109,8 @@ class RankProfile:
     complete: bool  # has kernel tables: the single-profile analysis can run on it
     groups: dict[str, list[int]]  # parallel group name (tp, pp, dp, ...) -> its global ranks
     communicators: dict[str, list[int]]  # communicator name (as op names carry it) -> global ranks
-    step_source: str  # analysis.db | step_trace_time.csv | none
+    step_source: str  # analysis.db | step_trace_time.csv | atbprof run | none
+    run: bool = False  # a rank of a run of ours: `path` is the run directory, its tasks those of `rank`
 
     @property
     def stage(self) -> int | None:
@@ -149,8 +151,20 @@ def rank_dirs(path: Path) -> list[Path]:
     return sorted(q for p in children for q in p.iterdir() if q.is_dir() and is_ascend_pt(q) and q.name != PT_OUTPUT)
 
 
+def _run_devices(path: Path) -> int:
+    """Devices of a run directory of ours (summary.parallel.devices of run.json; 1 if not recorded)."""
+    doc = _json(path / "run.json", RUN_JSON_MAX_BYTES) if (path / "run.json").is_file() else {}
+    parallel = (doc.get("summary") or {}).get("parallel") if isinstance(doc, dict) else None
+    return int(parallel.get("devices") or 1) if isinstance(parallel, dict) else 1
+
+
 def is_cluster(path: Path) -> bool:
-    return path.is_dir() and not is_ascend_pt(path) and len(rank_dirs(path)) >= 2
+    """A directory of rank profiles, or a run of ours on several devices."""
+    if not path.is_dir():
+        return False
+    if is_run_dir(path):
+        return _run_devices(path) > 1
+    return not is_ascend_pt(path) and len(rank_dirs(path)) >= 2
 
 
 def _json(path: Path, limit: int = 1 << 24) -> Any:
@@ -247,15 +261,17 @@ class _RankReader:
         path = self.out / "step_trace_time.csv"
         if not path.is_file():
             return [], "none"
-        reader = csv.DictReader(io.StringIO(read_text(path, 1 << 26)))
+        return self.steps_csv(read_text(path, 1 << 26), str(path)), "step_trace_time.csv"
+
+    def steps_csv(self, text: str, where: str) -> list[dict[str, Any]]:
+        reader = csv.DictReader(io.StringIO(text))
         missing = [c for c in ("Step", *CSV_STEP_COLUMNS) if c not in (reader.fieldnames or [])]
         if missing:
-            raise InputError(f"{path}: missing columns {', '.join(missing)} (not a step_trace_time.csv)")
-        out = [
-            self._step_row(r["Step"], [r[c] for c in CSV_STEP_COLUMNS], f"{path} line {line}")
+            raise InputError(f"{where}: missing columns {', '.join(missing)} (not a step_trace_time.csv)")
+        return [
+            self._step_row(r["Step"], [r[c] for c in CSV_STEP_COLUMNS], f"{where} line {line}")
             for line, r in enumerate(reader, 2)
         ]
-        return out, "step_trace_time.csv"
 
     def _step_row(self, step: object, values: Any, where: str) -> dict[str, Any]:
         text = str(step).strip()
@@ -313,10 +329,23 @@ class _RankReader:
         return ops, bandwidth, self._links(links, communicators, warnings)
 
     def _json_communication(self, communicators: dict[str, list[int]], warnings: list[str]) -> tuple[list, list, list]:
+        path, matrix_path = self.out / "communication.json", self.out / "communication_matrix.json"
+        doc = _json(path, JSON_MAX_BYTES) if path.is_file() else {}
+        matrix = _json(matrix_path, JSON_MAX_BYTES) if matrix_path.is_file() else {}
+        return self.communication_docs(doc, matrix, communicators, warnings, path, matrix_path)
+
+    def communication_docs(
+        self,
+        doc: Any,
+        matrix: Any,
+        communicators: dict[str, list[int]],
+        warnings: list[str],
+        path: Path,
+        matrix_path: Path,
+    ) -> tuple[list, list, list]:
+        """Rows of a communication.json and a communication_matrix.json (as parsed)."""
         ops: list[dict[str, Any]] = []
         bandwidth: list[dict[str, Any]] = []
-        path = self.out / "communication.json"
-        doc = _json(path, JSON_MAX_BYTES) if path.is_file() else {}
         for step_key, sections in _items(doc, path):
             for kind, entries in _items(sections, path):
                 for key, info in _items(entries, path):
@@ -349,9 +378,8 @@ class _RankReader:
                             }
                         )
         links = []
-        path = self.out / "communication_matrix.json"
-        doc = _json(path, JSON_MAX_BYTES) if path.is_file() else {}
-        for step_key, sections in _items(doc, path):
+        path = matrix_path
+        for step_key, sections in _items(matrix, path):
             for kind, entries in _items(sections, path):
                 for key, pairs in _items(entries, path):
                     group = key.partition("@")[2]
@@ -414,9 +442,53 @@ def _items(doc: Any, path: Path) -> list[tuple[str, Any]]:
     return [(str(k), v) for k, v in doc.items()]
 
 
+def _load_run(path: Path) -> Cluster:
+    """A run of ours on several devices, each rank as its `--to ascend-pt` export would hold it (step split,
+    communication.json, communication_matrix.json, parallel groups), computed from ops.parquet without writing."""
+    from atbprof.export import cluster as export
+    from atbprof.export.common import load_run
+    from atbprof.export.tables import OP_COLUMNS, StepComputing
+    from atbprof.export.timeline import BusyTracker
+
+    source = load_run(path)
+    per_rank = source.rank_rows()
+    warnings: list[str] = []
+    ranks: list[RankProfile] = []
+    rows: dict[str, list[dict[str, Any]]] = {"steps": [], "ops": [], "bandwidth": [], "matrix": []}
+    for rank in range(source.devices):
+        view = source.for_rank(rank, per_rank.get(rank, 0))
+        computing, tracker = StepComputing(), BusyTracker()
+        for b, busy in tracker.batches(view, ("op_index", *OP_COLUMNS)):
+            computing.add(b, busy.new_busy)
+        sync = view.sync_ns() if export.is_last_stage(view, rank) else 0
+        meta = export.metadata(view, rank)
+        groups, communicators = _groups(meta, path / "run.json")
+        reader = _RankReader(path, rank)
+        steps = reader.steps_csv(computing.csv(view.steps, sync), f"{path} rank {rank}")
+        comm, matrix = export.communication(view, rank)
+        ops, bandwidth, links = reader.communication_docs(comm, matrix, communicators, warnings, path, path)
+        ranks.append(RankProfile(rank, path, None, True, groups, communicators, "atbprof run", run=True))
+        for key, new in (("steps", steps), ("ops", ops), ("bandwidth", bandwidth), ("matrix", links)):
+            rows[key] += new
+    par = export.parallel_of(source)
+    return Cluster(
+        path,
+        ranks,
+        pa.Table.from_pylist(rows["steps"], schema=STEPS_SCHEMA),
+        pa.Table.from_pylist(rows["ops"], schema=OPS_SCHEMA),
+        pa.Table.from_pylist(rows["bandwidth"], schema=BANDWIDTH_SCHEMA),
+        pa.Table.from_pylist(rows["matrix"], schema=MATRIX_SCHEMA),
+        {**par, "world": source.devices},
+        warnings,
+    )
+
+
 def load_cluster(path: Path) -> Cluster:
-    """Read every rank of a cluster directory; a rank that cannot be read is a warning, fewer than two an error."""
+    """Read every rank of a cluster directory (or of a run of ours on several devices); a rank that cannot be
+    read is a warning, fewer than two an error."""
     path = Path(path)
+    if is_run_dir(path):
+        return _load_run(path)
     warnings: list[str] = []
     seen: dict[int, Path] = {}
     ranks: list[RankProfile] = []

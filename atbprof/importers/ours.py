@@ -22,7 +22,8 @@ def is_run_dir(path: Path) -> bool:
 
 
 @importer
-def load_run(path: Path) -> Profile:
+def load_run(path: Path, rank: int | None = None) -> Profile:
+    """A run directory as a profile: rank 0 of a multi-device run (with a warning), or `rank`'s tasks."""
     ops = read_ops(path / "ops.parquet", need_rows=True)  # a run has ops: an empty table was damaged
     steps = read_steps(path / "steps.parquet") if (path / "steps.parquet").exists() else None
     meta: dict[str, object] = {}
@@ -37,7 +38,9 @@ def load_run(path: Path) -> Profile:
             raise InputError(f"{path / 'run.json'}: not a run summary (a JSON object); re-create the run")
         meta = doc
     meta.setdefault("origin_ns", 0)  # a run's times are relative to its own start already
-    ops = _rank_zero(ops, meta)
+    ops = _rank_zero(ops, meta) if rank is None else ops.filter(pc.equal(ops.column("rank"), rank))
+    if not ops.num_rows:
+        raise InputError(f"{path}: no tasks of rank {rank} in ops.parquet")
     frames = _step_frames(steps) if steps is not None else None
     return Profile("atbprof-run", str(path), ops, None, steps, meta, frames)
 

@@ -182,3 +182,18 @@ def test_the_cli_reports_a_cluster_as_json_and_markdown(tmp_path: Path) -> None:
     assert md.exit_code == 0 and "| rank |" in md.output and "slow: rank 1" in md.output
     one = CliRunner().invoke(app, ["analyze", str(tmp_path / "nothing")])
     assert one.exit_code == 2
+
+
+def test_a_run_of_ours_is_its_own_cluster(tmp_path: Path) -> None:
+    """`analyze` of a multi-device run directory reads every rank from ops.parquet as its export would hold it."""
+    root = _sim_cluster(tmp_path / "c", {3: 1.2})
+    run = tmp_path / "c" / "run"
+    direct, exported = analyze_cluster(load_cluster(run)), analyze_cluster(load_cluster(root))
+    assert direct.source.ranks == exported.source.ranks == [0, 1, 2, 3]
+    assert [r.model_dump(exclude={"step_source"}) for r in direct.cluster.ranks] == [
+        r.model_dump(exclude={"step_source"}) for r in exported.cluster.ranks
+    ]
+    assert direct.communication.matrix == exported.communication.matrix
+    assert direct.cluster.slow_ranks == [3] and {f.rank for f in direct.findings} == {0, 1, 2, 3}
+    r = CliRunner().invoke(app, ["analyze", str(run), "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.output)["source"]["kind"] == "cluster"
