@@ -245,7 +245,9 @@ class _RankReader:
             finally:
                 con.close()
         except sqlite3.Error as err:
-            raise InputError(f"{self.db}: {err} (an analysis.db of another schema?)") from None
+            raise InputError(
+                f"{self.db}: {err} (damaged, or of a schema atbprof does not know; re-export it)"
+            ) from None
 
     def _tables(self) -> set[str]:
         if not self.db.exists():
@@ -320,10 +322,10 @@ class _RankReader:
             )
         ]
         links = [
-            (step, kind, op, group, src, dst, t, size, time, bw)
-            for op, group, src, dst, t, size, time, bw, step, kind in self._query(
-                "select op_name, group_name, src_rank, dst_rank, transport_type, transit_size, transit_time, "
-                "bandwidth, step, type from CommAnalyzerMatrix"
+            (step, kind, key, op, group, src, dst, t, size, time, bw)
+            for key, op, group, src, dst, t, size, time, bw, step, kind in self._query(
+                "select hccl_op_name, op_name, group_name, src_rank, dst_rank, transport_type, transit_size, "
+                "transit_time, bandwidth, step, type from CommAnalyzerMatrix"
             )
         ]
         return ops, bandwidth, self._links(links, communicators, warnings)
@@ -389,6 +391,7 @@ class _RankReader:
                             (
                                 step_key,
                                 kind,
+                                key.partition("@")[0],
                                 v.get("Op Name", key),
                                 group,
                                 src,
@@ -402,9 +405,14 @@ class _RankReader:
         return ops, bandwidth, self._links(links, communicators, warnings)
 
     def _links(self, links: list[tuple[Any, ...]], communicators: dict[str, list[int]], warnings: list[str]) -> list:
-        """Matrix rows with group-local indices mapped to global ranks (the communicator's group)."""
+        """Matrix rows with group-local indices mapped to global ranks (the communicator's group). torch_npu's
+        own matrix is a summary per op kind (`allreduce-top1`, `-middle`, `-bottom1`, ..., `-total`): of a step and
+        section that has `-total` rows only those count (the others repeat their figures); ours lists each op."""
+        totals = {(step, kind) for step, kind, key, *_ in links if str(key).endswith("-total")}
         out, unmapped = [], 0
-        for step, kind, op, group, src, dst, t, size, time, bw in links:
+        for step, kind, key, op, group, src, dst, t, size, time, bw in links:
+            if (step, kind) in totals and not str(key).endswith("-total"):
+                continue
             ranks = communicators.get(str(group))
             try:
                 s, d = int(float(src)), int(float(dst))

@@ -90,16 +90,18 @@ def test_qwen_equals_msprof_analyze_cluster(qwen: tuple[ClusterReport, Path], tm
         assert (o.elapse_us, o.transit_us, o.wait_us) == pytest.approx(
             (elapse * 1e3, transit * 1e3, wait * 1e3), abs=1e-3
         )
-    # the matrix (global ranks): the links msprof-analyze reports, summed per link and transport
-    links: dict[tuple[int, int, str], float] = {}
-    for src, dst, transport, size in db.execute(
-        "select src_rank, dst_rank, transport_type, transit_size from ClusterCommunicationMatrix "
-        "where transport_type != 'LOCAL' and hccl_op_name not like '%total%' and hccl_op_name not like '%middle%' "
-        "and hccl_op_name not like '%top1%' and hccl_op_name not like '%bottom1%'"
+    # torch_npu's matrix summarises each op kind (top1, middle, ..., total): the totals, link by link
+    totals: dict[tuple[int, int, str], list[float]] = {}
+    for src, dst, transport, size, time in db.execute(
+        "select src_rank, dst_rank, transport_type, transit_size, transit_time from ClusterCommunicationMatrix "
+        "where transport_type != 'LOCAL' and hccl_op_name like '%-total'"
     ):
-        links[(int(src), int(dst), transport)] = links.get((int(src), int(dst), transport), 0.0) + size
-    ours_links = {(m.src_rank, m.dst_rank, m.transport) for m in report.communication.matrix}
-    assert ours_links and {(s, d) for s, d, _ in ours_links} <= {(s, d) for s in range(4) for d in range(4)}
+        sums = totals.setdefault((int(src), int(dst), transport), [0.0, 0.0])
+        sums[0], sums[1] = sums[0] + size, sums[1] + time
+    ours_links = {(m.src_rank, m.dst_rank, m.transport): m for m in report.communication.matrix}
+    assert set(ours_links) == set(totals)
+    for key, (size, time) in totals.items():
+        assert (ours_links[key].size_mb, ours_links[key].time_ms) == pytest.approx((size, time), rel=1e-6), key
 
 
 def _sim_cluster(tmp: Path, slowdown: dict[int, float]) -> Path:
@@ -140,7 +142,7 @@ def test_bad_ranks_are_left_out_with_a_warning(tmp_path: Path) -> None:
     assert report.source.ranks == [0, 1]
     assert any("rank 1 again" in w for w in report.warnings)
     assert any("step_trace_time.csv" in w and "left out" in w for w in report.warnings)
-    assert any("analysis.db" in w and "another schema" in w for w in report.warnings)
+    assert any("analysis.db" in w and "re-export it" in w for w in report.warnings)
     for d in dirs[:2]:
         shutil.rmtree(d)
     with pytest.raises(InputError, match="a cluster needs at least two readable rank profiles, found 1"):
