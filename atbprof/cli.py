@@ -435,6 +435,16 @@ def diff(
 
     def body() -> None:
         nonlocal regression, untested
+        from atbprof.importers.cluster import is_cluster
+
+        if is_cluster(base) or is_cluster(new):  # ranks paired by id, stages by index
+            from atbprof.diff.clusters import diff_cluster_paths
+            from atbprof.render.cluster_diff import cluster_diff_json, cluster_diff_markdown, render_cluster_diff
+
+            with _status(f"reading and comparing the clusters {base} and {new}", format_ is AnalyzeFormat.rich):
+                d = diff_cluster_paths(base, new, parse_percent(threshold, "--threshold"))
+            _emit(format_, lambda: cluster_diff_json(d), lambda: cluster_diff_markdown(d), render_cluster_diff, d)
+            return
         with _status(f"reading and comparing {base} and {new}", format_ is AnalyzeFormat.rich):
             result = diff_paths(
                 base,

@@ -192,16 +192,22 @@ def _step_saving(stages: list[StageRow], ranks: list[RankRow]) -> float | None:
 
 
 def analyze_cluster(
-    cluster: Cluster, *, top: int = 10, threshold: float = DEFAULT_THRESHOLD, patterns_file: str | None = None
+    cluster: Cluster,
+    *,
+    top: int = 10,
+    threshold: float = DEFAULT_THRESHOLD,
+    patterns_file: str | None = None,
+    findings: bool = True,
 ) -> ClusterReport:
-    """The cluster report (pure apart from reading each complete rank's kernel tables for its findings)."""
+    """The cluster report (pure apart from reading each complete rank's kernel tables for its findings;
+    `findings=False` skips them: the step table and communication only)."""
     if not 0 < threshold < 1:
         raise InputError(f"threshold {threshold}: expected a share between 0 and 1, e.g. 0.05")
     table = step_table(cluster)
     means = rank_means(table)
     stages = stage_rows(table)
     verdicts, stage_verdicts = slow_ranks(means, threshold), slow_stages(stages, threshold)
-    findings, savings = _rank_findings(cluster, top, patterns_file)
+    rank_findings, savings = _rank_findings(cluster, top, patterns_file) if findings else ([], {})
     by_rank = {r.rank: r for r in cluster.ranks}
     rank_rows = [
         RankRow(
@@ -238,7 +244,8 @@ def analyze_cluster(
     notes = [
         "figures per rank and stage are means over the steps; a stage's row is, per step, the slowest of its ranks "
         "column by column (msprof-analyze's stage rows)",
-        f"slow: own time (computing + free) more than {threshold:.0%} over the median of the rank's stage",
+        f"slow: computing, or free (host) time by at least 1 % of the step too, more than {threshold:.0%} over the "
+        "median of the rank's stage",
     ]
     if len(complete) < len(cluster.ranks):
         partial = [r.rank for r in cluster.ranks if not r.complete]
@@ -252,7 +259,7 @@ def analyze_cluster(
             parallel=cluster.parallel,
         ),
         summary=summary,
-        has_unfused=any(f.opportunity for f in findings),
+        has_unfused=any(f.opportunity for f in rank_findings),
         step_saving_us=_step_saving(stage_list, rank_rows),
         cluster=ClusterSteps(
             threshold=threshold,
@@ -264,7 +271,7 @@ def analyze_cluster(
             step_table=step_rows,
         ),
         communication=communication,
-        findings=findings,
+        findings=rank_findings,
         warnings=list(cluster.warnings),
         notes=notes,
     )

@@ -1,11 +1,12 @@
 """The cluster's step table (pure): per rank and step msprof-analyze's split, per stage the slowest of its ranks
 column by column (as msprof-analyze's stage rows), and the slow ranks and stages.
 
-A rank is slow when its own time - Computing + Free, the time it is not waiting in communication - exceeds the
-median of its stage's ranks by more than `threshold` (5 % by default, as msprof-analyze advises); the cause is
-the larger excess: more computing, or more free (host) time. The others of its group show the wait in their
-communication. A stage is slow when its computing (its slowest rank's) exceeds the median over the stages by as
-much: an imbalanced pipeline. Figures per rank and stage are means over the steps."""
+A rank is slow when its Computing exceeds the median of its stage's ranks by more than `threshold` (5 % by
+default, as msprof-analyze advises) - "more computing" - or its Free (host) time does, by that share and by at
+least 1 % of the stage's median step - "more free (host) time" (host time is noisy: a few µs more are not a
+cause). The others of its group show the wait in their communication. A stage is slow when its computing (its
+slowest rank's) exceeds the median over the stages by as much: an imbalanced pipeline. Figures per rank and
+stage are means over the steps."""
 
 from __future__ import annotations
 
@@ -26,18 +27,26 @@ class SlowVerdict:
     reason: str | None
 
 
-def _verdict(computing: float, free: float, med_computing: float, med_free: float, threshold: float) -> SlowVerdict:
-    own, median = computing + free, med_computing + med_free
-    if median <= 0 or own <= median * (1 + threshold):
-        return SlowVerdict(False, None)
+FREE_MIN_SHARE = 0.01  # more free time counts only beyond this share of the median step too
+
+
+def _verdict(
+    computing: float, free: float, med_computing: float, med_free: float, med_step: float, threshold: float
+) -> SlowVerdict:
     extra_c, extra_f = computing - med_computing, free - med_free
-    what = "more computing" if extra_c >= extra_f else "more free (host) time"
-    measured = "own time (computing + free)" if med_free or free else "computing"
-    return SlowVerdict(
-        True,
-        f"{what}: {measured} {own / 1e3:,.3f} ms is {own / median - 1:+.1%} over the median "
-        f"{median / 1e3:,.3f} ms (computing {extra_c / 1e3:+,.3f} ms, free {extra_f / 1e3:+,.3f} ms)",
-    )
+    if med_computing > 0 and extra_c > threshold * med_computing:
+        return SlowVerdict(
+            True,
+            f"more computing: {computing / 1e3:,.3f} ms, {extra_c / med_computing:+.1%} over the median "
+            f"{med_computing / 1e3:,.3f} ms",
+        )
+    if med_free > 0 and extra_f > threshold * med_free and extra_f > FREE_MIN_SHARE * med_step:
+        return SlowVerdict(
+            True,
+            f"more free (host) time: {free / 1e3:,.3f} ms, {extra_f / med_free:+.1%} over the median "
+            f"{med_free / 1e3:,.3f} ms ({extra_f / med_step:.1%} of the step)",
+        )
+    return SlowVerdict(False, None)
 
 
 def step_table(cluster: Cluster) -> pa.Table:
@@ -69,14 +78,14 @@ def stage_rows(steps: pa.Table) -> pa.Table:
 
 
 def slow_ranks(means: pa.Table, threshold: float = DEFAULT_THRESHOLD) -> list[SlowVerdict]:
-    """A verdict per row of `rank_means`, against the median of the rank's stage."""
+    """A verdict per row of `rank_means`, against the medians of the rank's stage."""
     stage = means.column("stage").to_pylist()
-    comp = means.column("computing_us").to_numpy(zero_copy_only=False)
-    free = means.column("free_us").to_numpy(zero_copy_only=False)
+    comp, free, step = (means.column(c).to_numpy(zero_copy_only=False) for c in ("computing_us", "free_us", "stage_us"))
     out = []
     for i, s in enumerate(stage):
         peers = np.array([j for j, t in enumerate(stage) if t == s])
-        out.append(_verdict(comp[i], free[i], float(np.median(comp[peers])), float(np.median(free[peers])), threshold))
+        medians = (float(np.median(comp[peers])), float(np.median(free[peers])), float(np.median(step[peers])))
+        out.append(_verdict(comp[i], free[i], *medians, threshold))
     return out
 
 
@@ -88,7 +97,7 @@ def slow_stages(stages: pa.Table, threshold: float = DEFAULT_THRESHOLD) -> list[
     if len(comp) < 2:
         return [SlowVerdict(False, None)] * len(comp)
     mc = float(np.median(comp))
-    return [_verdict(c, 0.0, mc, 0.0, threshold) for c in comp]
+    return [_verdict(c, 0.0, mc, 0.0, 0.0, threshold) for c in comp]
 
 
 def steps_of(steps: pa.Table) -> list[int]:
