@@ -97,6 +97,7 @@ MATRIX_SCHEMA = pa.schema(
         pa.field("bandwidth_gbps", pa.float64()),
     ]
 )
+TABLE_SCHEMAS = {"steps": STEPS_SCHEMA, "ops": OPS_SCHEMA, "bandwidth": BANDWIDTH_SCHEMA, "matrix": MATRIX_SCHEMA}
 JSON_MAX_BYTES = 1 << 30  # a rank's communication.json: thousands of ops a step, a few hundred bytes each
 _STEP = re.compile(r"^step(\d{1,9})$")
 
@@ -478,17 +479,7 @@ def _load_run(path: Path) -> Cluster:
         ranks.append(RankProfile(rank, path, None, True, groups, communicators, "atbprof run", run=True))
         for key, new in (("steps", steps), ("ops", ops), ("bandwidth", bandwidth), ("matrix", links)):
             rows[key] += new
-    par = export.parallel_of(source)
-    return Cluster(
-        path,
-        ranks,
-        pa.Table.from_pylist(rows["steps"], schema=STEPS_SCHEMA),
-        pa.Table.from_pylist(rows["ops"], schema=OPS_SCHEMA),
-        pa.Table.from_pylist(rows["bandwidth"], schema=BANDWIDTH_SCHEMA),
-        pa.Table.from_pylist(rows["matrix"], schema=MATRIX_SCHEMA),
-        {**par, "world": source.devices},
-        warnings,
-    )
+    return _cluster(path, ranks, rows, {**export.parallel_of(source), "world": source.devices}, warnings)
 
 
 def load_cluster(path: Path) -> Cluster:
@@ -539,13 +530,18 @@ def load_cluster(path: Path) -> Cluster:
             + ("".join(f"\n  {w}" for w in warnings) if warnings else "")
         )
     ranks.sort(key=lambda r: r.rank)
+    return _cluster(path, ranks, rows, parallel, warnings)
+
+
+def _cluster(
+    path: Path,
+    ranks: list[RankProfile],
+    rows: dict[str, list[dict[str, Any]]],
+    parallel: dict[str, int],
+    warnings: list[str],
+) -> Cluster:
+    """The cluster from the row lists of its tables."""
+    tables = {k: pa.Table.from_pylist(rows[k], schema=schema) for k, schema in TABLE_SCHEMAS.items()}
     return Cluster(
-        path,
-        ranks,
-        pa.Table.from_pylist(rows["steps"], schema=STEPS_SCHEMA),
-        pa.Table.from_pylist(rows["ops"], schema=OPS_SCHEMA),
-        pa.Table.from_pylist(rows["bandwidth"], schema=BANDWIDTH_SCHEMA),
-        pa.Table.from_pylist(rows["matrix"], schema=MATRIX_SCHEMA),
-        parallel,
-        warnings,
+        path, ranks, tables["steps"], tables["ops"], tables["bandwidth"], tables["matrix"], parallel, warnings
     )
