@@ -30,6 +30,8 @@ from atbprof.writers.perfetto import PerfettoTraceWriter
 from atbprof.writers.selection import TraceSelection, compact_ranges, parse_ranges, select_trace
 
 Progress = Callable[[int, int], None]
+MAX_TRACE_RANKS = 64
+"""Ranks one trace may show (a process group each, sharing output.trace_max_mb)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,11 @@ def traced_ranks(sim: Simulation) -> tuple[int, ...]:
     ranks = {0}
     for a, b in ranges:
         ranks.update(range(a, (devices - 1 if b is None else b) + 1))
+    if len(ranks) > MAX_TRACE_RANKS:
+        raise ConfigError(
+            f"output.trace_ranks = {text!r} puts {len(ranks):,} ranks in the trace, more than {MAX_TRACE_RANKS} (they "
+            "share the UI's size budget, so each would keep almost nothing): choose the ranks to look at, e.g. '1-7'"
+        )
     return tuple(sorted(ranks))
 
 

@@ -77,3 +77,15 @@ def test_the_ranks_share_the_trace_budget() -> None:
     one, four = _trace_selection(sim, 1), _trace_selection(sim, 4)
     assert 4 * four.estimated_bytes <= 5e6 < 4 * one.estimated_bytes
     assert len(four.steps) < len(one.steps)
+
+
+def test_a_trace_holds_at_most_64_ranks() -> None:
+    import pytest
+
+    from atbprof.errors import ConfigError
+
+    cfg = RunConfig.model_validate(
+        {"name": "b", "model": {"preset": "llama2-7b"}, "parallel": {"tp": 8, "dp": 9}, "output": {"trace_ranks": "1-"}}
+    )
+    with pytest.raises(ConfigError, match="puts 72 ranks in the trace, more than 64"):
+        traced_ranks(Simulation(cfg))
