@@ -237,6 +237,7 @@ class _RankReader:
         self.d, self.rank = d, rank
         self.out = d / PT_OUTPUT if (d / PT_OUTPUT).is_dir() else d
         self.db = self.out / "analysis.db"
+        self._table_names: set[str] | None = None
 
     def _query(self, sql: str) -> list[tuple[Any, ...]]:
         try:
@@ -251,10 +252,14 @@ class _RankReader:
             ) from None
 
     def _tables(self) -> set[str]:
-        if not self.db.exists():
-            return set()
-        regular_file(self.db)  # a FIFO or an oversized file is refused before sqlite opens it
-        return {r[0] for r in self._query("select name from sqlite_master where type = 'table'")}
+        """The tables of the rank's analysis.db (read once)."""
+        if self._table_names is None:
+            self._table_names = set()
+            if self.db.exists():
+                regular_file(self.db)  # a FIFO or an oversized file is refused before sqlite opens it
+                rows = self._query("select name from sqlite_master where type = 'table'")
+                self._table_names = {r[0] for r in rows}
+        return self._table_names
 
     def steps(self) -> tuple[list[dict[str, Any]], str]:
         if "StepTraceTime" in self._tables():

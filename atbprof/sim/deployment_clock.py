@@ -38,6 +38,8 @@ class DeploymentClock:
         self.host_free = [[0] * pp for _ in range(n_pipes)]  # per pipeline and stage
         self.token_ready = [[0] * m for _ in range(n_pipes)]  # per pipeline and microbatch: its last token on the host
         self.prev_end = [0] * len(plan.classes)  # per class: its device's last task end
+        self._chunk: list[TimedChunk] | None = None
+        self._times: dict[int, RankTimes] = {}
 
     def batch_token(self, pipeline: int = 0) -> int:
         """When the whole batch of `pipeline` last had its token (its last microbatch's)."""
@@ -46,7 +48,10 @@ class DeploymentClock:
     def step(self, tcs: list[TimedChunk], j: int) -> StepOutcome:
         """Step `j` of the chunk (`tcs`: one per stage); fills the classes' start / dur / wait rows in place."""
         out = StepOutcome()
-        times = {self.index_of[id(rt.cls)]: rt for tc in tcs for rt in tc.ranks}
+        if self._chunk is not tcs:  # the classes' timelines change per chunk, not per step
+            self._chunk = tcs
+            self._times = {self.index_of[id(rt.cls)]: rt for tc in tcs for rt in tc.ranks}
+        times = self._times
         for p, pipe in enumerate(self.plan.pipelines):
             for i in range(self.plan.microbatches):
                 first_host = max(self.host_free[p][0], self.token_ready[p][i])
