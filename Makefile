@@ -12,7 +12,7 @@ STAMP := $(VENV)/.atbprof-dev-install
 $(STAMP): pyproject.toml $(wildcard atbprof/importers/native_src/*)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,torch]'
+	$(BIN)/pip install -q -e '.[test,torch,ray]'
 	touch $@
 
 # a later `pip install .` replaces the editable install: reinstall it (python -I: the source tree is not on the path)

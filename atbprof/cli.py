@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # rich loads where a command renders with it (`--format json`
     from rich.console import Console
 
 from atbprof import __version__
-from atbprof.errors import AtbprofError, ConfigError, Terminated
+from atbprof.errors import AtbprofError, ConfigError, InputError, Terminated
 
 app = typer.Typer(
     add_completion=False,
@@ -176,6 +176,10 @@ def export(
         float | None,
         typer.Option(min=1, help="Keep the whole steps that fit in this much timeline JSON (default: the run's, 600)."),
     ] = None,
+    kernel_ranks: Annotated[
+        str | None,
+        typer.Option(help="Multi-device ascend-pt: only these ranks get kernel tables, e.g. 0,8 (others partial)."),
+    ] = None,
     format_: Annotated[OutputFormat, typer.Option("--format", help="Result as rich text or JSON.")] = OutputFormat.rich,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
 ) -> None:
@@ -185,7 +189,7 @@ def export(
 
     def body() -> None:
         choice = TraceChoice(trace_steps, trace_layers, trace_max_mb)
-        result = export_run(run_dir, to.value, out, force, choice)
+        result = export_run(run_dir, to.value, out, force, choice, kernel_ranks)
         if format_ is OutputFormat.json:
             sys.stdout.write(orjson.dumps(export_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
@@ -291,6 +295,19 @@ def analyze(
     fail_on_unfused: Annotated[
         bool, typer.Option("--fail-on-unfused", help="Exit 1 when unfused-norm opportunities exist (for CI).")
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Cluster: processes reading ranks (default one per core from 8 ranks; 0 = this process)."),
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option("--ray", help="Cluster: read ranks as Ray tasks: 'auto' or a head's address (atbprof[ray])."),
+    ] = None,
+    tables: Annotated[
+        Path | None,
+        typer.Option("--tables", help="Cluster: keep the per-rank Parquet tables (<table>/rank=N/) in this directory."),
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Replace an existing --tables directory (one atbprof wrote).")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
 ) -> None:
     """Find unfused LayerNorm/RMSNorm, attribute every microsecond of latency, estimate what fusing would save."""
@@ -306,15 +323,19 @@ def analyze(
 
         pattern_file = str(patterns) if patterns else None
         if is_cluster(path):  # a directory of rank profiles
-            from atbprof.analyze.cluster_report import analyze_cluster
-            from atbprof.importers.cluster import load_cluster
+            from atbprof.analyze.cluster_job import analyze_cluster_path
             from atbprof.render.cluster import cluster_json, cluster_markdown, render_cluster
 
             with _status(f"reading and analyzing the cluster {path}", format_ is AnalyzeFormat.rich):
-                cluster = analyze_cluster(load_cluster(path), top=top, patterns_file=pattern_file)
+                cluster = analyze_cluster_path(
+                    path, top=top, patterns_file=pattern_file, workers=workers, ray=ray, tables=tables, force=force
+                )
             unfused = cluster.has_unfused
             _emit(format_, lambda: cluster_json(cluster), lambda: cluster_markdown(cluster), render_cluster, cluster)
             return
+        given = [o for o, v in (("--ray", ray), ("--tables", tables), ("--workers", workers)) if v is not None]
+        if given:
+            raise InputError(f"{', '.join(given)}: for a cluster (a directory of rank profiles); {path} is one profile")
         with _status(f"reading and analyzing {path}", format_ is AnalyzeFormat.rich):
             report = analyze_profile(load_profile(path), patterns_file=pattern_file, top=top)
         unfused = report.has_unfused

@@ -198,16 +198,24 @@ def analyze_cluster(
     threshold: float = DEFAULT_THRESHOLD,
     patterns_file: str | None = None,
     findings: bool = True,
+    precomputed: dict[int, tuple[list[RankFinding], float | None]] | None = None,
 ) -> ClusterReport:
     """The cluster report (pure apart from reading each complete rank's kernel tables for its findings;
-    `findings=False` skips them: the step table and communication only)."""
+    `findings=False` skips them: the step table and communication only; `precomputed`: per rank its findings and
+    saving per step, as the rank tasks of analyze/cluster_job.py found them)."""
     if not 0 < threshold < 1:
         raise InputError(f"threshold {threshold}: expected a share between 0 and 1, e.g. 0.05")
     table = step_table(cluster)
     means = rank_means(table)
     stages = stage_rows(table)
     verdicts, stage_verdicts = slow_ranks(means, threshold), slow_stages(stages, threshold)
-    rank_findings, savings = _rank_findings(cluster, top, patterns_file) if findings else ([], {})
+    if precomputed is not None:
+        rank_findings = [f for r in sorted(precomputed) for f in precomputed[r][0]]
+        savings = {r: s for r, (_, s) in precomputed.items() if s is not None}
+    elif findings:
+        rank_findings, savings = _rank_findings(cluster, top, patterns_file)
+    else:
+        rank_findings, savings = [], {}
     by_rank = {r.rank: r for r in cluster.ranks}
     rank_rows = [
         RankRow(

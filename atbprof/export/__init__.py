@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from atbprof.errors import InputError, OutputExistsError
+from atbprof.errors import InputError, OutputExistsError, UsageError
 from atbprof.export import ascend_pt, msprof
 from atbprof.export.common import load_run
 from atbprof.export.selection import TimelineSlice, TraceChoice, export_selection
 from atbprof.outputs import MARKER, check_output_dir, staged_dir
+from atbprof.writers.selection import parse_ranges
 
 ExportTarget = Literal["ascend-pt", "msprof"]
 TARGETS: tuple[ExportTarget, ...] = ("ascend-pt", "msprof")
@@ -35,7 +36,12 @@ class ExportResult:
 
 
 def export_run(
-    run_dir: Path, to: ExportTarget, out: Path, force: bool = False, trace: TraceChoice | None = None
+    run_dir: Path,
+    to: ExportTarget,
+    out: Path,
+    force: bool = False,
+    trace: TraceChoice | None = None,
+    kernel_ranks: str | None = None,
 ) -> ExportResult:
     """Write the run in `run_dir` as a `to` profile directory under `out`; the timeline JSON keeps the steps and
     layers `trace` (else the run's own output settings) choose, within the trace size cap.
@@ -52,6 +58,7 @@ def export_run(
             "--to ascend-pt (one *_ascend_pt directory per rank, msprof-analyze's cluster input)"
         )
     layout = ascend_pt if to == "ascend-pt" else msprof
+    kernels = _kernel_ranks(kernel_ranks, source.devices, to)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"{out} exists and is not a directory; give --out a directory")
@@ -59,9 +66,25 @@ def export_run(
     target = check_output_dir(root, "export", force=force, inputs=[source.run_dir])
     selection = export_selection(source, to, trace or TraceChoice())
     with staged_dir(target, "export", lambda: check_output_dir(root, "export", force=force)) as tmp:
-        rows, events = layout.write(source, tmp, TimelineSlice(selection))
+        if kernels is None:
+            rows, events = layout.write(source, tmp, TimelineSlice(selection))
+        else:
+            rows, events = ascend_pt.write(source, tmp, TimelineSlice(selection), kernels)
     files = tuple(sorted(p for p in root.rglob("*") if p.is_file() and p.name != MARKER))
     return ExportResult(to, root, files, rows, source.steps.num_rows, events, selection.describe())
+
+
+def _kernel_ranks(text: str | None, devices: int, to: str) -> frozenset[int] | None:
+    """The ranks of `--kernel-ranks` (None: every rank gets kernel tables)."""
+    if text is None:
+        return None
+    if to != "ascend-pt" or devices < 2:
+        raise UsageError("--kernel-ranks: for --to ascend-pt of a multi-device run (the others are partial ranks)")
+    ranges = parse_ranges(text, "--kernel-ranks")
+    outside = [a for a, b in ranges if a >= devices or (b is not None and b >= devices)]
+    if outside:
+        raise UsageError(f"--kernel-ranks {text!r}: rank {outside[0]} is not in the run (ranks 0-{devices - 1})")
+    return frozenset(r for a, b in ranges for r in range(a, (devices - 1 if b is None else b) + 1))
 
 
 __all__ = ["TARGETS", "ExportResult", "ExportTarget", "TraceChoice", "export_run"]

@@ -134,10 +134,13 @@ def profiler_info(source: RunSource) -> dict[str, Any]:
     }
 
 
-def write(source: RunSource, root: Path, timeline: TimelineSlice) -> tuple[int, int]:
+def write(
+    source: RunSource, root: Path, timeline: TimelineSlice, kernel_ranks: frozenset[int] | None = None
+) -> tuple[int, int]:
     """Write the export into `root` (an empty directory), the timeline only of `timeline`'s ops; returns (op rows,
     trace events). A multi-device run: one `*_ascend_pt` directory per rank inside `root` (msprof-analyze's
-    cluster input), each with its communication.json and communication_matrix.json."""
+    cluster input), each with its communication.json and communication_matrix.json; a rank not in `kernel_ranks`
+    (None: all) is partial, as a real capture's ranks often are: step split and communication, no kernel tables."""
     if source.devices > 1 and source.rank is None:
         rows = events = 0
         per_rank = source.rank_rows()
@@ -145,9 +148,31 @@ def write(source: RunSource, root: Path, timeline: TimelineSlice) -> tuple[int, 
             view = source.for_rank(rank, per_rank.get(rank, 0))
             sub = root / dir_name(view)
             sub.mkdir()
-            r, e = write(view, sub, timeline)
+            if kernel_ranks is None or rank in kernel_ranks:
+                r, e = write(view, sub, timeline)
+            else:
+                r, e = _write_partial(view, sub)
             rows, events = rows + r, events + e
         return rows, events
+    out, rank = _write_rank_files(source, root), source.rank or 0
+    cells, stats, computing, tracker = OpCells(source), OpStatistic(), StepComputing(), BusyTracker()
+    with open(out / "kernel_details.csv", "wb") as kernels, open(out / "trace_view.json", "wb") as trace_fh:
+        kernels.write((",".join((*KERNEL_DETAILS_BASE, *cells.pmu_header)) + "\n").encode())
+        trace = TraceWriter(trace_fh, source, "torch_npu")
+        trace.open(streams_of(source), timeline.steps(source.steps))
+        for b, busy in tracker.batches(source, ("op_index", *OP_COLUMNS)):
+            kernels.write(text_bytes(kernel_details_lines(cells, b)))
+            trace.write_batch(*timeline.batch(b, busy))
+            stats.add(b)
+            computing.add(b, busy.new_busy)
+        trace.close(timeline.closing_tracker(tracker))
+    (out / "op_statistic.csv").write_text(stats.csv())
+    _write_steps(source, out, computing)
+    return source.ops_rows, trace.events
+
+
+def _write_rank_files(source: RunSource, root: Path) -> Path:
+    """profiler_info, profiler_metadata and (a rank of a cluster) its communication files; the output dir."""
     rank = source.rank or 0
     # json.dumps with indent 4 / default separators: the byte layout torch_npu writes
     (root / f"profiler_info_{rank}.json").write_text(json.dumps(profiler_info(source), indent=4))
@@ -161,18 +186,19 @@ def write(source: RunSource, root: Path, timeline: TimelineSlice) -> tuple[int, 
         comm, matrix = cluster.communication(source, rank)
         (out / "communication.json").write_text(json.dumps(comm))
         (out / "communication_matrix.json").write_text(json.dumps(matrix))
-    cells, stats, computing, tracker = OpCells(source), OpStatistic(), StepComputing(), BusyTracker()
-    with open(out / "kernel_details.csv", "wb") as kernels, open(out / "trace_view.json", "wb") as trace_fh:
-        kernels.write((",".join((*KERNEL_DETAILS_BASE, *cells.pmu_header)) + "\n").encode())
-        trace = TraceWriter(trace_fh, source, "torch_npu")
-        trace.open(streams_of(source), timeline.steps(source.steps))
-        for b, busy in tracker.batches(source, ("op_index", *OP_COLUMNS)):
-            kernels.write(text_bytes(kernel_details_lines(cells, b)))
-            trace.write_batch(*timeline.batch(b, busy))
-            stats.add(b)
-            computing.add(b, busy.new_busy)
-        trace.close(timeline.closing_tracker(tracker))
-    (out / "op_statistic.csv").write_text(stats.csv())
-    last_stage = source.rank is None or cluster.is_last_stage(source, rank)
+    return out
+
+
+def _write_steps(source: RunSource, out: Path, computing: StepComputing) -> None:
+    last_stage = source.rank is None or cluster.is_last_stage(source, source.rank or 0)
     (out / "step_trace_time.csv").write_text(computing.csv(source.steps, source.sync_ns() if last_stage else 0))
-    return source.ops_rows, trace.events
+
+
+def _write_partial(source: RunSource, root: Path) -> tuple[int, int]:
+    """A partial rank: its files and step split, no kernel tables or timeline."""
+    out = _write_rank_files(source, root)
+    computing, tracker = StepComputing(), BusyTracker()
+    for b, busy in tracker.batches(source, ("op_index", *OP_COLUMNS)):
+        computing.add(b, busy.new_busy)
+    _write_steps(source, out, computing)
+    return 0, 0

@@ -8,6 +8,7 @@ never with a Python loop per row: a million-row op table exports in seconds.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -96,8 +97,11 @@ class RunSource:
         wanted = list(columns) if columns else None
         read = wanted if self.rank is None or wanted is None or "rank" in wanted else [*wanted, "rank"]
         try:
-            reader = pq.ParquetFile(self.ops_path, page_checksum_verification=True)
-            for b in reader.iter_batches(batch_size=BATCH_ROWS, columns=read):
+            reader = pq.ParquetFile(
+                self.ops_path, page_checksum_verification=True, metadata=_metadata(self.ops_path, self.rank)
+            )
+            groups = None if self.rank is None else _row_groups_of(reader, self.rank)
+            for b in reader.iter_batches(batch_size=BATCH_ROWS, columns=read, row_groups=groups):
                 if self.rank is not None:
                     b = b.filter(pc.equal(b.column("rank"), self.rank))
                     if not b.num_rows:
@@ -107,6 +111,32 @@ class RunSource:
                 yield b
         except (pa.ArrowException, OSError) as err:
             raise InputError(f"{self.ops_path}: unreadable ({err}); re-create the run with `atbprof run`") from None
+
+
+def _metadata(path: Path, rank: int | None) -> pq.FileMetaData | None:
+    """The file's footer, read once for all the rank views of a cluster (2,048 row groups at 1,024 ranks)."""
+    if rank is None:
+        return None
+    st = path.stat()
+    return _footer(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _footer(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
+    return pq.read_metadata(path)
+
+
+def _row_groups_of(reader: pq.ParquetFile, rank: int) -> list[int]:
+    """The row groups that may hold `rank`'s rows (by their rank statistics; a run writes a rank's tasks together,
+    so a rank's view reads its own row groups, not the whole cluster's table)."""
+    meta = reader.metadata
+    j = reader.schema_arrow.get_field_index("rank")
+    out = []
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(j).statistics if j >= 0 else None
+        if stats is None or not stats.has_min_max or stats.min <= rank <= stats.max:
+            out.append(i)
+    return out
 
 
 def _need(doc: dict[str, Any], path: str, source: Path) -> Any:

@@ -10,7 +10,13 @@ from pathlib import Path
 from atbprof.errors import InputError, OutputExistsError
 from atbprof.outputs.ownership import OutputKind, file_is_ours, foreign_entries
 
-_WHAT = {"run": "run directory", "export": "export", "diff-trace": "diff trace", "device-spec": "device spec"}
+_WHAT = {
+    "run": "run directory",
+    "export": "export",
+    "diff-trace": "diff trace",
+    "device-spec": "device spec",
+    "cluster-tables": "cluster-tables directory",
+}
 
 
 def absolute(path: Path) -> Path:

@@ -21,13 +21,18 @@ def export_json(result: ExportResult) -> dict[str, Any]:
     }
 
 
+MAX_LISTED = 20
+
+
 def render_export(result: ExportResult, console: Console) -> None:
     console.print(
         f"wrote {result.root}/ ({result.target}: {result.op_rows:,} kernels, {result.steps} steps, "
         f"{result.trace_events:,} timeline events, {len(result.files)} files)"
     )
-    for path in result.files:
+    for path in result.files[:MAX_LISTED]:
         console.print(f"  {path.relative_to(result.root)}")
+    if len(result.files) > MAX_LISTED:  # a 1,024-rank export has 5,000 files: the JSON twin lists them all
+        console.print(f"  ... and {len(result.files) - MAX_LISTED:,} more (--format json lists every file)")
     if result.note:
         console.print(f"note: the timeline JSON {result.note.removeprefix('the trace ')}")
     if result.target == "ascend-pt" and result.root.name.endswith("_cluster"):

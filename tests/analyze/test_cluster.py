@@ -56,6 +56,11 @@ def test_qwen_ranks_by_content_with_their_stages(qwen: tuple[ClusterReport, Path
 @pytest.mark.skipif(MSPROF_ANALYZE is None, reason="msprof-analyze is not installed (the `test` extra)")
 def test_qwen_equals_msprof_analyze_cluster(qwen: tuple[ClusterReport, Path], tmp_path: Path) -> None:
     report, copy = qwen
+    assert_equals_msprof_analyze(report, copy, tmp_path, steps=4)
+
+
+def assert_equals_msprof_analyze(report: ClusterReport, copy: Path, tmp_path: Path, steps: int) -> None:
+    """Our step table, communication times and matrix totals equal `msprof-analyze cluster -m all`'s on `copy`."""
     _run(["cluster", "-d", str(copy), "-m", "all"], tmp_path)
     db = sqlite3.connect(copy / "cluster_analysis_output" / "cluster_analysis.db")
     columns = [
@@ -72,7 +77,7 @@ def test_qwen_equals_msprof_analyze_cluster(qwen: tuple[ClusterReport, Path], tm
     cols = ", ".join(c for c, _ in columns)
     theirs = db.execute(f'select step, "index", {cols} from ClusterStepTraceTime where type = ?', ("rank",)).fetchall()
     ours = {(str(r.step), str(r.rank)): r for r in report.cluster.step_table}
-    assert len(theirs) == len(ours) == 4
+    assert len(theirs) == len(ours) == steps
     for step, rank, *values in theirs:
         row = ours[(step.removeprefix("step"), rank)]
         for (_, key), value in zip(columns, values, strict=True):

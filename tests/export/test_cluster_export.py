@@ -118,4 +118,8 @@ def test_the_cli_names_the_cluster_command_next(cluster: tuple[Path, Path], tmp_
     assert r.exit_code == 0, r.output
     (last,) = [line for line in r.output.splitlines() if line.startswith("next:")]
     assert last.startswith("next: msprof-analyze cluster -d ") and last.split()[4].endswith("_cluster")
-    assert sum(1 for line in r.output.splitlines() if line.strip().endswith("communication.json")) == 4
+    assert "more (--format json lists every file)" in r.output  # the rich view lists 20 files
+    j = CliRunner().invoke(
+        app, ["export", str(run_dir), "--to", "ascend-pt", "--out", str(tmp_path / "j"), "--format", "json"]
+    )
+    assert sum(1 for f in json.loads(j.output)["files"] if f.endswith("communication.json")) == 4

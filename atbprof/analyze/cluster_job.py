@@ -1,0 +1,145 @@
+"""`atbprof analyze CLUSTER`, rank by rank: each rank directory is read and (when it has kernel tables) given the
+single-profile analysis in one task - in this process, a local process pool, or on Ray - and its tables streamed to
+per-rank Parquet (`<table>/rank=N/part-0.parquet`: steps, ops, bandwidth, links, findings; matrix after the
+reduce), from which the cluster report is reduced. `tables` keeps those files (an output directory of its own,
+written staged and replaced only with --force when atbprof wrote it); otherwise they live in a temp directory."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from atbprof.analyze.cluster_report import ClusterReport, RankFinding, analyze_cluster
+from atbprof.analyze.cluster_steps import DEFAULT_THRESHOLD
+from atbprof.importers.cluster import discover, gather, is_run_dir, load_cluster, write_part
+from atbprof.importers.cluster_rank import RankPart, read_rank
+
+FINDINGS_SCHEMA = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("kind", pa.string()),
+        pa.field("pattern", pa.string()),
+        pa.field("fused_as", pa.string()),
+        pa.field("opportunity", pa.bool_()),
+        pa.field("count", pa.int64()),
+        pa.field("time_us", pa.float64()),
+        pa.field("est_saving_us", pa.float64()),
+        pa.field("finding_json", pa.string()),  # the whole finding, as analyze --format json gives it
+    ]
+)
+
+
+@dataclass(frozen=True)
+class RankTask:
+    path: Path
+    findings: bool
+    top: int
+    patterns_file: str | None
+
+
+@dataclass
+class RankResult:
+    part: RankPart
+    findings: list[dict[str, Any]]
+    saving_us: float | None
+
+
+def run_rank(task: RankTask) -> RankResult:
+    """One rank: its tables, and its findings with what they save per step (a module-level function: it is
+    pickled to a worker process or a Ray task)."""
+    from atbprof.analyze.api import analyze
+    from atbprof.errors import InputError
+    from atbprof.importers.detect import load_profile
+
+    part = read_rank(task.path)
+    if not task.findings or part.profile is None or not part.profile.complete:
+        return RankResult(part, [], None)
+    try:
+        report = analyze(load_profile(task.path), patterns_file=task.patterns_file, top=task.top)
+    except InputError as err:
+        part.warnings.append(f"rank {part.profile.rank}: kernel tables not analysed ({err}): step split only")
+        return RankResult(part, [], None)
+    steps = max(1, report.source.steps)  # a finding's saving is over the profile: per step, as the split
+    saving = round(sum(f.est_saving_us for f in report.findings if f.opportunity) / steps, 3)
+    return RankResult(part, [f.model_dump(mode="json") for f in report.findings], saving)
+
+
+def findings_table(rank: int, findings: list[dict[str, Any]]) -> pa.Table:
+    rows = [
+        {
+            "rank": rank,
+            **{k: f[k] for k in ("kind", "pattern", "fused_as", "opportunity", "count", "time_us", "est_saving_us")},
+            "finding_json": orjson.dumps(f, option=orjson.OPT_SORT_KEYS).decode(),
+        }
+        for f in findings
+    ]
+    return pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA)
+
+
+def analyze_cluster_path(
+    path: Path,
+    *,
+    top: int = 10,
+    threshold: float = DEFAULT_THRESHOLD,
+    patterns_file: str | None = None,
+    findings: bool = True,
+    workers: int | None = None,
+    ray: str | None = None,
+    tables: Path | None = None,
+    force: bool = False,
+) -> ClusterReport:
+    """The cluster report of a cluster directory (or a run of ours on several devices), its ranks fanned out."""
+    from atbprof.outputs.paths import check_output_dir
+    from atbprof.outputs.staging import staged_dir
+    from atbprof.scale.pool import check_workers, map_ordered
+
+    check_workers(workers)
+    path = Path(path)
+    target = (
+        check_output_dir(tables, "cluster-tables", force=force, inputs=[path], option="--tables") if tables else None
+    )
+    if is_run_dir(path):  # one run: its ranks share one op table, read once in this process
+        if target is not None:
+            from atbprof.errors import InputError
+
+            raise InputError(
+                f"--tables: {path} is a run of ours (its tables are its ops.parquet); export it with "
+                "`atbprof export RUN --to ascend-pt` and analyze the export to get per-rank tables"
+            )
+        return analyze_cluster(
+            load_cluster(path), top=top, threshold=threshold, patterns_file=patterns_file, findings=findings
+        )
+    tasks = [RankTask(d, findings, top, patterns_file) for d in discover(path)]
+    by_rank: dict[int, tuple[list[RankFinding], float | None]] = {}
+
+    def parts(store: Path) -> Iterator[RankPart]:
+        for result in map_ordered(run_rank, tasks, workers=workers, ray=ray):
+            part = result.part
+            if part.profile is not None and result.saving_us is not None:
+                part.tables["findings"] = findings_table(part.profile.rank, result.findings)
+                found = [RankFinding(rank=part.profile.rank, **f) for f in result.findings]
+                by_rank.setdefault(part.profile.rank, (found, result.saving_us))
+            yield part
+
+    def report(store: Path) -> ClusterReport:
+        cluster = gather(path, parts(store), store)
+        kept = {r.rank for r in cluster.ranks}
+        pre = {r: v for r, v in by_rank.items() if r in kept}
+        return analyze_cluster(
+            cluster, top=top, threshold=threshold, patterns_file=patterns_file, findings=findings, precomputed=pre
+        )
+
+    if target is None:
+        with tempfile.TemporaryDirectory(prefix="atbprof-cluster-") as scratch:
+            return report(Path(scratch))
+    with staged_dir(target, "cluster-tables") as staged:
+        return report(staged)
+
+
+__all__ = ["FINDINGS_SCHEMA", "analyze_cluster_path", "run_rank", "write_part"]

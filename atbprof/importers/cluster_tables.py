@@ -1,0 +1,166 @@
+"""The tables of a cluster (explicit Arrow schemas; µs for the step split, ms and MB for communication, as the
+profiles give it), its ranks, and the mapping of group-local link indices to global ranks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+STEP_COLUMNS = (
+    "computing_us",
+    "communication_not_overlapped_us",
+    "overlapped_us",
+    "communication_us",
+    "free_us",
+    "stage_us",
+    "bubble_us",
+    "communication_not_overlapped_exclude_receive_us",
+    "preparing_us",
+)
+CSV_STEP_COLUMNS = (
+    "Computing",
+    "Communication(Not Overlapped)",
+    "Overlapped",
+    "Communication",
+    "Free",
+    "Stage",
+    "Bubble",
+    "Communication(Not Overlapped and Exclude Receive)",
+    "Preparing",
+)
+DB_STEP_COLUMNS = tuple(c.removesuffix("_us").replace("_exclude_", "_and_exclude_") for c in STEP_COLUMNS)
+TIME_KEYS = {
+    "elapse_ms": "Elapse Time(ms)",
+    "transit_ms": "Transit Time(ms)",
+    "wait_ms": "Wait Time(ms)",
+    "synchronization_ms": "Synchronization Time(ms)",
+    "idle_ms": "Idle Time(ms)",
+}
+STEPS_SCHEMA = pa.schema(
+    [pa.field("rank", pa.int32()), pa.field("step", pa.int32())] + [pa.field(c, pa.float64()) for c in STEP_COLUMNS]
+)
+OPS_SCHEMA = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("step", pa.int32()),
+        pa.field("section", pa.string()),  # collective | p2p
+        pa.field("name", pa.string()),
+        pa.field("group", pa.string()),  # the communicator's name (after '@')
+        pa.field("start_us", pa.float64()),
+        *(pa.field(k, pa.float64()) for k in TIME_KEYS),
+    ]
+)
+BANDWIDTH_SCHEMA = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("step", pa.int32()),
+        pa.field("name", pa.string()),
+        pa.field("transport", pa.string()),
+        pa.field("size_mb", pa.float64()),
+        pa.field("time_ms", pa.float64()),
+        pa.field("bandwidth_gbps", pa.float64()),
+    ]
+)
+MATRIX_SCHEMA = pa.schema(
+    [
+        pa.field("rank", pa.int32()),  # whose file
+        pa.field("step", pa.int32()),
+        pa.field("section", pa.string()),
+        pa.field("name", pa.string()),  # the op the link is of
+        pa.field("src_rank", pa.int32()),
+        pa.field("dst_rank", pa.int32()),
+        pa.field("transport", pa.string()),
+        pa.field("size_mb", pa.float64()),
+        pa.field("time_ms", pa.float64()),
+        pa.field("bandwidth_gbps", pa.float64()),
+    ]
+)
+LINKS_SCHEMA = pa.schema(
+    [
+        pa.field("rank", pa.int32()),  # whose file
+        pa.field("step", pa.int32()),
+        pa.field("section", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("group", pa.string()),  # the communicator whose group-local indices src / dst are
+        pa.field("src_local", pa.int32()),
+        pa.field("dst_local", pa.int32()),
+        pa.field("transport", pa.string()),
+        pa.field("size_mb", pa.float64()),
+        pa.field("time_ms", pa.float64()),
+        pa.field("bandwidth_gbps", pa.float64()),
+    ]
+)
+"""A rank's links as its file gives them: group-local indices, mapped to global ranks once the cluster's
+communicators are all known (`map_links`)."""
+RANK_TABLE_SCHEMAS = {"steps": STEPS_SCHEMA, "ops": OPS_SCHEMA, "bandwidth": BANDWIDTH_SCHEMA, "links": LINKS_SCHEMA}
+TABLE_SCHEMAS = {"steps": STEPS_SCHEMA, "ops": OPS_SCHEMA, "bandwidth": BANDWIDTH_SCHEMA, "matrix": MATRIX_SCHEMA}
+
+
+@dataclass(frozen=True)
+class RankProfile:
+    rank: int
+    path: Path
+    device_id: int | None
+    complete: bool  # has kernel tables: the single-profile analysis can run on it
+    groups: dict[str, list[int]]  # parallel group name (tp, pp, dp, ...) -> its global ranks
+    communicators: dict[str, list[int]]  # communicator name (as op names carry it) -> global ranks
+    step_source: str  # analysis.db | step_trace_time.csv | atbprof run | none
+    run: bool = False  # a rank of a run of ours: `path` is the run directory, its tasks those of `rank`
+
+    @property
+    def stage(self) -> int | None:
+        """The rank's pipeline stage: its index in its pp group (None: no pp group recorded)."""
+        pp = self.groups.get("pp")
+        return pp.index(self.rank) if pp and self.rank in pp else None
+
+
+@dataclass
+class Cluster:
+    path: Path
+    ranks: list[RankProfile]
+    steps: pa.Table
+    ops: pa.Table
+    bandwidth: pa.Table
+    matrix: pa.Table
+    parallel: dict[str, int]  # tp, pp, dp, world (profiler_metadata's distributed_args; 0 = not recorded)
+    warnings: list[str] = field(default_factory=list)
+
+
+def communicator_name(key: str) -> str:
+    """The HCCL communicator name of a parallel_group_info key, as op names carry it after '@' (the two 32-bit
+    polynomial hashes, primes 29 and 131: how msprof-analyze maps a communicator to its group)."""
+    h0 = h1 = 0
+    for ch in key:
+        h0 = (h0 * 29 + ord(ch)) & 0xFFFFFFFF
+        h1 = (h1 * 131 + ord(ch)) & 0xFFFFFFFF
+    return str((h0 << 32) | h1)
+
+
+def map_links(links: pa.Table, communicators: dict[str, list[int]]) -> tuple[pa.Table, int]:
+    """The matrix (global src / dst ranks) of local links, and how many links could not be mapped (a communicator
+    not known, or an index beyond its members)."""
+    src, dst, keep = [], [], []
+    cols = [links.column(c).to_pylist() for c in ("group", "src_local", "dst_local")]
+    for i, (group, s, d) in enumerate(zip(*cols, strict=True)):
+        ranks = communicators.get(group)
+        if ranks is None or not (0 <= s < len(ranks) and 0 <= d < len(ranks)):
+            continue
+        keep.append(i)
+        src.append(ranks[s])
+        dst.append(ranks[d])
+    kept = links.take(pa.array(keep, pa.int64()))
+    matrix = pa.table(
+        {
+            "rank": kept.column("rank"),
+            "step": kept.column("step"),
+            "section": kept.column("section"),
+            "name": kept.column("name"),
+            "src_rank": pa.array(src, pa.int32()),
+            "dst_rank": pa.array(dst, pa.int32()),
+            **{c: kept.column(c) for c in ("transport", "size_mb", "time_ms", "bandwidth_gbps")},
+        },
+        schema=MATRIX_SCHEMA,
+    )
+    return matrix, links.num_rows - len(keep)

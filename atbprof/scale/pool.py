@@ -1,0 +1,122 @@
+"""Map a function over items, results in item order, streamed: in this process, in a local process pool, or as
+Ray tasks (`ray`: "auto" joins the running cluster, else a head's address).
+
+At most a few tasks per worker are in flight, so results are consumed as they come and the caller need not hold
+them all (a 1,024-rank cluster is reduced rank by rank). The function and its items must be picklable (module-level
+functions, plain data). Ray is an optional extra (`atbprof[ray]`); its workers must see the same paths."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import Any, TypeVar
+
+from atbprof.errors import InputError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+MAX_WORKERS = 256
+IN_FLIGHT_PER_WORKER = 4
+POOL_MIN_ITEMS = 8  # fewer items run in this process: a worker's start (importing atbprof) costs more
+
+
+def default_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+
+
+def check_workers(workers: int | None) -> None:
+    if workers is not None and not 0 <= workers <= MAX_WORKERS:
+        raise InputError(f"--workers {workers}: expected 0 (this process) to {MAX_WORKERS}")
+
+
+def map_ordered(
+    fn: Callable[[T], R], items: Iterable[T], *, workers: int | None = None, ray: str | None = None
+) -> Iterator[R]:
+    """`fn` of every item, in order. `workers`: None = one per core when there are enough items, 0 or 1 = this
+    process; `ray`: run on a Ray cluster instead."""
+    check_workers(workers)
+    todo = list(items)
+    if ray is not None:
+        return _ray_map(fn, todo, ray)
+    n = default_workers() if workers is None else workers
+    if workers is None and len(todo) < POOL_MIN_ITEMS:
+        n = 1
+    n = min(n, len(todo))
+    if n <= 1:
+        return (fn(x) for x in todo)
+    return _pool_map(fn, todo, n)
+
+
+def _windowed(submit: Callable[[T], Any], result: Callable[[Any], R], todo: list[T], window: int) -> Iterator[R]:
+    pending: deque[Any] = deque()
+    it = iter(todo)
+    for x in it:
+        pending.append(submit(x))
+        if len(pending) >= window:
+            break
+    while pending:
+        out = result(pending.popleft())
+        nxt = next(it, _END)
+        if nxt is not _END:
+            pending.append(submit(nxt))  # type: ignore[arg-type]
+        yield out
+
+
+_END = object()
+
+
+def _pool_map(fn: Callable[[T], R], todo: list[T], n: int) -> Iterator[R]:
+    # forkserver: a fork of this process would copy its threads' locks (pyarrow's pools) mid-use
+    with ProcessPoolExecutor(max_workers=n, mp_context=get_context("forkserver")) as pool:
+
+        def result(f: Future[R]) -> R:
+            return f.result()
+
+        yield from _windowed(lambda x: pool.submit(fn, x), result, todo, n * IN_FLIGHT_PER_WORKER)
+
+
+def ray_module() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--ray needs Ray: pip install 'atbprof[ray]' (or run without --ray)") from None
+    return ray
+
+
+def _probe(address: str) -> None:
+    """Refuse a head's address nothing listens on at once (Ray itself retries for minutes)."""
+    if address == "auto" or address.startswith("ray://"):
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"--ray {address}: expected 'auto' or HOST:PORT of a Ray head, e.g. 127.0.0.1:6379")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as err:
+        raise InputError(
+            f"--ray {address}: no Ray cluster there ({err.strerror or err}); start one with `ray start --head` or "
+            "pass its address"
+        ) from None
+
+
+def _ray_map(fn: Callable[[T], R], todo: list[T], address: str) -> Iterator[R]:
+    ray = ray_module()
+    if not address.strip():
+        raise InputError("--ray: give 'auto' (the running cluster) or a head's address, e.g. 127.0.0.1:6379")
+    if not ray.is_initialized():
+        _probe(address)
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            raise InputError(
+                f"--ray {address}: no Ray cluster there ({str(err).splitlines()[0] if str(err) else err}); start one "
+                "with `ray start --head` or pass its address"
+            ) from None
+    task = ray.remote(fn)
+    window = max(2, int(ray.cluster_resources().get("CPU", 1))) * IN_FLIGHT_PER_WORKER
+    return _windowed(lambda x: task.remote(x), ray.get, todo, window)

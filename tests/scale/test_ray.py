@@ -1,0 +1,113 @@
+"""A cluster analysed as Ray tasks on a real local Ray head (`ray start --head` on loopback, started here unless
+RAY_ADDRESS names one CI started) gives exactly the local result; a missing head or Ray is one clear message."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from atbprof.analyze.cluster_job import analyze_cluster_path
+from atbprof.cli import app
+from atbprof.config.models import RunConfig
+from atbprof.export import export_run
+from atbprof.render.cluster import cluster_json
+from atbprof.run import run_simulation
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (the `ray` extra)")
+RAY_BIN = Path(sys.executable).parent / "ray"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def ray_head() -> Iterator[str]:
+    given = os.environ.get("RAY_ADDRESS")
+    if given:
+        yield given
+        return
+    port = _free_port()
+    cmd = [str(RAY_BIN), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2"]
+    cmd += ["--include-dashboard=false", "--disable-usage-stats"]
+    started = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        subprocess.run([str(RAY_BIN), "stop", "--force"], capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("ray-cluster")
+    cfg = RunConfig.model_validate(
+        {
+            "name": "tp4-dp2",
+            "model": {"preset": "llama2-7b"},
+            "device": {"preset": "910B2"},
+            "parallel": {"tp": 4, "dp": 2},
+            "workload": {"batch_size": 1, "prompt_len": 64, "decode_tokens": 3},
+            "execution": {"mode": "graph", "rank_slowdown": {5: 1.15}},
+            "output": {"trace": False},
+        }
+    )
+    run = run_simulation(cfg, tmp / "run")
+    return export_run(run.out_dir, "ascend-pt", tmp / "export", kernel_ranks="0,5").root
+
+
+def _doc(report: object) -> dict:
+    doc = json.loads(json.dumps(cluster_json(report)))  # type: ignore[arg-type]
+    doc["source"]["path"] = ""
+    return doc
+
+
+def test_ray_gives_exactly_the_local_result(ray_head: str, sim_cluster: Path, tmp_path: Path) -> None:
+    local = analyze_cluster_path(sim_cluster, workers=0, tables=tmp_path / "local")
+    remote = analyze_cluster_path(sim_cluster, ray=ray_head, tables=tmp_path / "ray")
+    assert _doc(remote) == _doc(local)
+    assert remote.cluster.slow_ranks == [5] and remote.source.complete_ranks == [0, 5]
+    for table in ("steps", "ops", "bandwidth", "matrix", "findings"):  # the per-rank Parquet, file for file
+        a = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local" / table).rglob("*.parquet"))
+        b = sorted(p.relative_to(tmp_path / "ray") for p in (tmp_path / "ray" / table).rglob("*.parquet"))
+        assert a == b and a
+        for rel in a:
+            assert (tmp_path / "local" / rel).read_bytes() == (tmp_path / "ray" / rel).read_bytes(), rel
+    # the ranks ran as tasks on the head's workers, not in this process
+    assert ray.is_initialized() and ray.cluster_resources().get("CPU") == 2.0
+
+
+def test_the_cli_runs_a_cluster_on_ray(ray_head: str, sim_cluster: Path) -> None:
+    out = CliRunner().invoke(app, ["analyze", str(sim_cluster), "--ray", ray_head, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["cluster"]["slow_ranks"] == [5]
+
+
+def test_no_ray_head_is_one_clear_message(sim_cluster: Path) -> None:
+    code = (
+        "import sys; from typer.testing import CliRunner; from atbprof.cli import app; "
+        f"r = CliRunner().invoke(app, ['analyze', {str(sim_cluster)!r}, '--ray', '127.0.0.1:{_free_port()}']); "
+        "print(r.exit_code); print(r.output)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    code_line, _, output = done.stdout.partition("\n")
+    assert code_line == "2", done.stdout + done.stderr
+    assert "no Ray cluster there" in output and "ray start --head" in output and "Traceback" not in output
+
+
+def test_ray_binary_is_beside_the_interpreter() -> None:
+    assert RAY_BIN.is_file() or shutil.which("ray")
