@@ -19,8 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from atbprof.errors import InputError
 from atbprof.importers.ascend_dirs import PT_OUTPUT, is_ascend_pt
@@ -102,6 +100,8 @@ def _load_run(path: Path) -> Cluster:
 
 def write_part(root: Path, table_name: str, rank: int, table: pa.Table) -> None:
     """One rank's table as `<root>/<table>/rank=<rank>/part-0.parquet` (the partition column in the path)."""
+    import pyarrow.parquet as pq  # lazy: a single profile's analyze never writes Parquet
+
     d = root / table_name / f"rank={rank}"
     d.mkdir(parents=True, exist_ok=True)
     pq.write_table(table.drop_columns(["rank"]), d / PART_FILE, compression="zstd")
@@ -109,6 +109,8 @@ def write_part(root: Path, table_name: str, rank: int, table: pa.Table) -> None:
 
 def read_parts(root: Path, table_name: str, schema: pa.Schema) -> pa.Table:
     """A table of the per-rank Parquet files under `root` (rank from the path), in rank order."""
+    import pyarrow.dataset as ds  # lazy, as in write_part
+
     d = root / table_name
     if not d.is_dir():
         return schema.empty_table()
@@ -190,6 +192,8 @@ def _reduce(
             "not in this cluster): left out"
         )
     if isinstance(tables, Path):
+        import pyarrow.dataset as ds  # lazy, as in write_part
+
         ds.write_dataset(
             matrix,
             tables / "matrix",
