@@ -22,10 +22,12 @@ import pyarrow as pa
 
 from atbprof.errors import InputError
 from atbprof.importers.ascend_dirs import PT_OUTPUT, is_ascend_pt
-from atbprof.importers.cluster_rank import RankPart, _groups, _json, _RankReader, read_rank, tables_of
+from atbprof.importers.cluster_comm import json_tables
+from atbprof.importers.cluster_rank import RankPart, _groups, _json, _RankReader, read_rank
 from atbprof.importers.cluster_tables import (
     RANK_TABLE_SCHEMAS,
     STEP_COLUMNS,
+    STEPS_SCHEMA,
     Cluster,
     RankProfile,
     map_links,
@@ -77,7 +79,8 @@ def _load_run(path: Path) -> Cluster:
     per_rank = source.rank_rows()
     warnings: list[str] = []
     ranks: list[RankProfile] = []
-    rows: dict[str, list[dict[str, Any]]] = {"steps": [], "ops": [], "bandwidth": [], "links": []}
+    step_rows: list[dict[str, Any]] = []
+    tables: dict[str, list[pa.Table]] = {"ops": [], "bandwidth": [], "links": []}
     for rank in range(source.devices):
         view = source.for_rank(rank, per_rank.get(rank, 0))
         computing, tracker = StepComputing(), BusyTracker()
@@ -89,13 +92,14 @@ def _load_run(path: Path) -> Cluster:
         reader = _RankReader(path, rank)
         steps = reader.steps_csv(computing.csv(view.steps, sync), f"{path} rank {rank}")
         comm, matrix = export.communication(view, rank)
-        ops, bandwidth, links = reader.communication_docs(comm, matrix, warnings, path, path)
+        ops, bandwidth, links = json_tables(rank, comm, matrix, warnings, path, path)
         ranks.append(RankProfile(rank, path, None, True, groups, communicators, "atbprof run", run=True))
-        for key, new in (("steps", steps), ("ops", ops), ("bandwidth", bandwidth), ("links", links)):
-            rows[key] += new
-    tables = tables_of(rows)
+        step_rows += steps
+        for key, table in (("ops", ops), ("bandwidth", bandwidth), ("links", links)):
+            tables[key].append(table)
+    tables["steps"] = [pa.Table.from_pylist(step_rows, schema=STEPS_SCHEMA)]
     parallel = {**export.parallel_of(source), "world": source.devices}
-    return _reduce(path, ranks, {k: [t] for k, t in tables.items()}, parallel, warnings)
+    return _reduce(path, ranks, tables, parallel, warnings)
 
 
 def write_part(root: Path, table_name: str, rank: int, table: pa.Table) -> None:

@@ -1,0 +1,340 @@
+"""One rank's communication — communication.json and communication_matrix.json, or analysis.db's CommAnalyzer*
+tables — into Arrow tables of the cluster schemas (ops, bandwidth, links).
+
+A rank of a large job lists thousands of ops a step, each with a few transports and links: the figures are
+gathered into columns as they come and checked column-wise (finite, within range), and a bad one is named by
+walking back to it only then; the links are summed per step, section, communicator, src, dst and transport with
+Arrow's group-by, not a Python dict per link."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from atbprof.errors import InputError
+from atbprof.importers.cluster_tables import BANDWIDTH_SCHEMA, LINKS_SCHEMA, OPS_SCHEMA, TIME_KEYS
+
+_STEP = re.compile(r"^step(\d{1,9})$")
+_LINK_KEYS = ["step", "section", "group", "src_local", "dst_local", "transport"]
+_INDEX_LIMIT = 1 << 30  # a group-local index past this is clamped (it names no rank of any cluster)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def step_of(text: object) -> int | None:
+    m = _STEP.match(str(text))
+    return int(m.group(1)) if m else None
+
+
+def number(value: object, where: str, limit: float = 1e15, key: str = "") -> float:
+    """A finite number within `limit` (times in µs / ms and sizes in MB; epoch timestamps in µs need 1e18);
+    `where` and `key` name it in the message."""
+    if type(value) is float or type(value) is int:
+        x = float(value)
+    else:
+        try:
+            x = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise InputError(f"{where}{' ' + key if key else ''}: {value!r} is not a number") from None
+    if x != x or x > limit or x < -limit:
+        raise InputError(f"{where}{' ' + key if key else ''}: {value!r} is not a plausible time or size")
+    return x
+
+
+def floats(values: list[Any], where: Callable[[int], str], limit: float = 1e15, key: str = "") -> np.ndarray:
+    """`values` as float64, each a finite number within `limit`; the first that is not is named (`where(i)`)."""
+    try:
+        x = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        x = None
+    if x is None or x.shape != (len(values),) or not bool((np.abs(x) <= limit).all()):  # NaN fails `<=` too
+        x = np.array([number(v, where(i), limit, key) for i, v in enumerate(values)], dtype=np.float64)
+    return x
+
+
+def items(doc: Any, path: Path) -> Iterable[tuple[str, Any]]:
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: expected JSON objects (step -> section -> op), found {type(doc).__name__}")
+    return ((str(k), v) for k, v in doc.items())
+
+
+def _steps(keys: list[Any]) -> pa.Array:
+    """Step numbers of `step<N>` keys (null where a key is not one), through the keys' distinct values."""
+    codes = pa.array(_texts(keys), pa.string()).dictionary_encode()
+    steps = pa.array([step_of(k) for k in codes.dictionary.to_pylist()], pa.int32())
+    return steps.take(codes.indices)
+
+
+def _texts(values: Iterable[Any]) -> list[str | None]:
+    return [None if v is None else str(v) for v in values]
+
+
+def _rank_column(rank: int, n: int) -> pa.Array:
+    return pa.array(np.full(n, rank, dtype=np.int32))
+
+
+def json_tables(
+    rank: int, doc: Any, matrix: Any, warnings: list[str], path: Path, matrix_path: Path
+) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """(ops, bandwidth, links) of a communication.json and a communication_matrix.json (as parsed)."""
+    op_keys: list[tuple[str, str]] = []  # (step key, op key): steps, names and the messages
+    sections: list[str] = []
+    raw: dict[str, list[Any]] = {k: [] for k in ("start_us", *TIME_KEYS)}
+    time_labels = list(TIME_KEYS.items())
+    bw_rows: list[int] = []  # the op (index into op_keys) each transport row is of
+    bw_transport: list[str] = []
+    bw_raw: dict[str, list[Any]] = {"size_mb": [], "time_ms": [], "bandwidth_gbps": []}
+    for step_key, by_section in items(doc, path):
+        for kind, entries in items(by_section, path):
+            for key, info in items(entries, path):
+                if key.startswith("Total"):
+                    continue
+                if not isinstance(info, dict):
+                    raise InputError(f"{path} {step_key} {key}: expected an object, found {type(info).__name__}")
+                t = info.get("Communication Time Info") or {}
+                if not isinstance(t, dict):
+                    raise InputError(f"{path} {step_key} {key}: Communication Time Info is not an object")
+                op_keys.append((step_key, key))
+                sections.append(kind)
+                raw["start_us"].append(t.get("Start Timestamp(us)", 0))
+                for k, label in time_labels:
+                    raw[k].append(t.get(label, 0))
+                op = len(op_keys) - 1
+                for transport, b in items(info.get("Communication Bandwidth Info") or {}, path):
+                    if not isinstance(b, dict):
+                        raise InputError(f"{path} {step_key} {key} {transport}: expected an object")
+                    bw_rows.append(op)
+                    bw_transport.append(transport)
+                    bw_raw["size_mb"].append(b.get("Transit Size(MB)", 0))
+                    bw_raw["time_ms"].append(b.get("Transit Time(ms)", 0))
+                    bw_raw["bandwidth_gbps"].append(b.get("Bandwidth(GB/s)", 0))
+
+    def where(i: int) -> str:
+        return f"{path} {op_keys[i][0]} {op_keys[i][1]}"
+
+    names, groups = zip(*(key.partition("@")[::2] for _, key in op_keys), strict=True) if op_keys else ((), ())
+    steps = _steps([s for s, _ in op_keys])
+    ops = pa.table(
+        {
+            "rank": _rank_column(rank, len(op_keys)),
+            "step": steps,
+            "section": pa.array(sections, pa.string()),
+            "name": pa.array(names, pa.string()),
+            "group": pa.array(groups, pa.string()),
+            "start_us": floats(raw["start_us"], where, 1e18),
+            **{k: floats(raw[k], where, key=label) for k, label in time_labels},
+        },
+        schema=OPS_SCHEMA,
+    )
+    of = np.asarray(bw_rows, dtype=np.int64)
+    figures = {k: floats(v, lambda i: f"{where(bw_rows[i])} {bw_transport[i]}") for k, v in bw_raw.items()}
+    used = (figures["size_mb"] != 0) | (figures["time_ms"] != 0)  # torch_npu lists every transport, used or not
+    keep = pa.array(np.flatnonzero(used))
+    bandwidth = pa.table(
+        {
+            "rank": _rank_column(rank, len(bw_rows)),
+            "step": steps.take(pa.array(of)) if len(of) else pa.array([], pa.int32()),
+            "name": ops["name"].take(pa.array(of)).combine_chunks() if len(of) else pa.array([], pa.string()),
+            "transport": pa.array(bw_transport, pa.string()),
+            **figures,
+        },
+        schema=BANDWIDTH_SCHEMA,
+    ).take(keep)
+    return ops, bandwidth, links_table(rank, _matrix_columns(matrix, matrix_path), warnings, f"{matrix_path}")
+
+
+def _matrix_columns(matrix: Any, path: Path) -> dict[str, list[Any]]:
+    """The matrix's links as columns: the op entries walked once, each entry's links read by comprehensions."""
+    entries: list[tuple[str, str, str]] = []  # (step key, section, op key) of each entry
+    counts: list[int] = []
+    pair_keys: list[str] = []
+    links: list[Any] = []
+    for step_key, by_section in items(matrix, path):
+        for kind, by_op in items(by_section, path):
+            for key, pairs in items(by_op, path):
+                if not isinstance(pairs, dict):
+                    raise InputError(
+                        f"{path} {step_key} {key}: expected an object of links, found {type(pairs).__name__}"
+                    )
+                entries.append((step_key, kind, key))
+                counts.append(len(pairs))
+                pair_keys += pairs
+                links += pairs.values()
+    bad = next((i for i, v in enumerate(links) if type(v) is not dict), None)
+    if bad is not None:
+        owner = int(np.searchsorted(np.cumsum(counts), bad, side="right"))
+        step_key, _, key = entries[owner]
+        raise InputError(f"{path} {step_key} {key} {pair_keys[bad]}: expected an object")
+    owner_of = [i for i, n in enumerate(counts) for _ in range(n)]
+    full_keys = [entries[i][2] for i in owner_of]
+    ends = [p.partition("-") for p in pair_keys]
+    return {
+        "step": [entries[i][0] for i in owner_of],
+        "section": [entries[i][1] for i in owner_of],
+        "key": [k.partition("@")[0] for k in full_keys],
+        "name": [v.get("Op Name", k) for v, k in zip(links, full_keys, strict=True)],
+        "group": [k.partition("@")[2] for k in full_keys],
+        "src": [e[0] for e in ends],
+        "dst": [e[2] for e in ends],
+        "transport": [v.get("Transport Type", "") for v in links],
+        "size_mb": [v.get("Transit Size(MB)", 0) for v in links],
+        "time_ms": [v.get("Transit Time(ms)", 0) for v in links],
+        "bandwidth_gbps": [v.get("Bandwidth(GB/s)", 0) for v in links],
+    }
+
+
+def db_tables(rank: int, query: Callable[[str], list[tuple[Any, ...]]], warnings: list[str], where: str) -> tuple:
+    """(ops, bandwidth, links) of analysis.db's CommAnalyzerTime, CommAnalyzerBandwidth and CommAnalyzerMatrix."""
+    rows = query(
+        "select hccl_op_name, group_name, start_timestamp, elapse_time, transit_time, wait_time, "
+        "synchronization_time, idle_time, step, type from CommAnalyzerTime"
+    )
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 10
+
+    def at(table: str) -> Callable[[int], str]:
+        return lambda i: f"{where} {table} row {i + 1}"
+
+    ops = pa.table(
+        {
+            "rank": _rank_column(rank, len(rows)),
+            "step": _steps(list(cols[8])),
+            "section": pa.array(_texts(cols[9]), pa.string()),
+            "name": pa.array(_texts(cols[0]), pa.string()),
+            "group": pa.array([str(v) for v in cols[1]], pa.string()),
+            "start_us": floats([v or 0 for v in cols[2]], at("CommAnalyzerTime"), 1e18),
+            **{
+                k: floats([v or 0 for v in c], at("CommAnalyzerTime"))
+                for k, c in zip(TIME_KEYS, cols[3:8], strict=True)
+            },
+        },
+        schema=OPS_SCHEMA,
+    )
+    rows = query(
+        "select hccl_op_name, transport_type, transit_size, transit_time, bandwidth, step from CommAnalyzerBandwidth"
+    )
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 6
+    bandwidth = pa.table(
+        {
+            "rank": _rank_column(rank, len(rows)),
+            "step": _steps(list(cols[5])),
+            "name": pa.array(_texts(cols[0]), pa.string()),
+            "transport": pa.array([str(v) for v in cols[1]], pa.string()),
+            **{
+                k: floats([v or 0 for v in c], at("CommAnalyzerBandwidth"))
+                for k, c in zip(("size_mb", "time_ms", "bandwidth_gbps"), cols[2:5], strict=True)
+            },
+        },
+        schema=BANDWIDTH_SCHEMA,
+    )
+    rows = query(
+        "select step, type, hccl_op_name, op_name, group_name, src_rank, dst_rank, transport_type, transit_size, "
+        "transit_time, bandwidth from CommAnalyzerMatrix"
+    )
+    names = ("step", "section", "key", "name", "group", "src", "dst", "transport", "size_mb", "time_ms")
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 11
+    links = dict(zip((*names, "bandwidth_gbps"), (list(c) for c in cols), strict=True))
+    return ops, bandwidth, links_table(rank, links, warnings, f"{where} CommAnalyzerMatrix")
+
+
+def _indices(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, readable) of group-local rank indices given as ints or digit strings (else as float text)."""
+    try:
+        x = np.asarray(values, dtype=np.int64)
+        if x.shape == (len(values),):
+            return x, np.ones(len(values), dtype=bool)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = np.zeros(len(values), dtype=np.int64)
+    ok = np.ones(len(values), dtype=bool)
+    for i, v in enumerate(values):
+        try:
+            f = float(v)
+            out[i] = int(max(-1.0, min(f, float(_INDEX_LIMIT))))
+        except (TypeError, ValueError, OverflowError):
+            ok[i] = False
+    return out, ok
+
+
+def links_table(rank: int, cols: dict[str, list[Any]], warnings: list[str], where: str) -> pa.Table:
+    """Link rows with their group-local indices (mapped to global ranks with the whole cluster's communicators),
+    summed per step, section, communicator, src, dst and transport: the matrix is per link, and a rank of a
+    large job lists thousands of ops a step (the op is kept where one op is the link's only one).
+    torch_npu's own matrix is a summary per op kind (`allreduce-top1`, `-middle`, `-bottom1`, ..., `-total`): of
+    a step and section that has `-total` rows only those count (the others repeat their figures); ours lists each
+    op."""
+    n = len(cols["step"])
+    if not n:
+        return LINKS_SCHEMA.empty_table()
+    keys = pa.array([str(k) for k in cols["key"]], pa.string())
+    step_keys = pa.array([str(s) for s in cols["step"]], pa.string())
+    sections = pa.array([str(s) for s in cols["section"]], pa.string())
+    total = pc.ends_with(keys, "-total").to_numpy(zero_copy_only=False)
+    keep = np.ones(n, dtype=bool)
+    if total.any():  # within a step and section that has `-total` rows, only those
+        pairs = pc.binary_join_element_wise(step_keys, sections, "\x00")
+        with_total = pc.is_in(pairs, value_set=pc.unique(pairs.filter(pa.array(total)))).to_numpy(zero_copy_only=False)
+        keep = ~with_total | total
+    src, src_ok = _indices(cols["src"])
+    dst, dst_ok = _indices(cols["dst"])
+    unreadable = int((keep & ~(src_ok & dst_ok)).sum())
+    if unreadable:
+        warnings.append(f"rank {rank}: {unreadable} communication-matrix links without rank indices: left out")
+    keep &= src_ok & dst_ok
+
+    rows = None if keep.all() else np.flatnonzero(keep)
+
+    def figures(k: str) -> np.ndarray:
+        values = cols[k] if rows is None else [cols[k][i] for i in rows]
+        return floats(values, lambda i: where)
+
+    table = pa.table(
+        {
+            "step": step_keys,
+            "section": sections,
+            "group": pa.array([str(g) for g in cols["group"]], pa.string()),
+            "src_local": pa.array(np.clip(src, -1, _INDEX_LIMIT).astype(np.int32)),
+            "dst_local": pa.array(np.clip(dst, -1, _INDEX_LIMIT).astype(np.int32)),
+            "transport": pa.array([str(t) for t in cols["transport"]], pa.string()),
+            "name": pa.array([str(o) for o in cols["name"]], pa.string()),
+        }
+    )
+    if rows is not None:
+        table = table.take(pa.array(rows))
+    table = table.append_column("size_mb", pa.array(figures("size_mb")))
+    table = table.append_column("time_ms", pa.array(figures("time_ms")))
+    table = table.append_column("bandwidth_gbps", pa.array(figures("bandwidth_gbps")))
+    summed = table.group_by(_LINK_KEYS, use_threads=False).aggregate(
+        [("name", "first"), ("name", "count"), ("size_mb", "sum"), ("time_ms", "sum"), ("bandwidth_gbps", "first")]
+    )
+    count = summed["name_count"].to_numpy()
+    size, time = summed["size_mb_sum"].to_numpy(), summed["time_ms_sum"].to_numpy()
+    one = count == 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_bw = np.where(time != 0, size / np.where(time != 0, time, 1.0), 0.0)
+    names = pc.if_else(
+        pa.array(one),
+        summed["name_first"],
+        pc.binary_join_element_wise(pc.cast(summed["name_count"], pa.string()), "ops", " "),
+    )
+    return pa.table(
+        {
+            "rank": _rank_column(rank, summed.num_rows),
+            "step": _steps(summed["step"].to_pylist()),
+            "section": summed["section"],
+            "name": names,
+            "group": summed["group"],
+            "src_local": summed["src_local"],
+            "dst_local": summed["dst_local"],
+            "transport": summed["transport"],
+            "size_mb": size,
+            "time_ms": time,
+            "bandwidth_gbps": np.where(one, summed["bandwidth_gbps_first"].to_numpy(), mean_bw),
+        },
+        schema=LINKS_SCHEMA,
+    )
