@@ -75,8 +75,10 @@ def cluster(ranks: int) -> Path:
     t1 = time.perf_counter()
     stages = ",".join(str(8 * s) for s in range(4))  # rank 0 of each stage's first tp group
     out = subprocess.run(
-        [ATBPROF, "export", base / "run", "--to", "ascend-pt", "--out", base / "export", "--kernel-ranks", stages]
-        + ["--format", "json"],
+        [
+            *(ATBPROF, "export", base / "run", "--to", "ascend-pt", "--out", base / "export"),
+            *("--kernel-ranks", stages, "--format", "json"),
+        ],
         check=True,
         capture_output=True,
         text=True,

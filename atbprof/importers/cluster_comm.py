@@ -311,12 +311,13 @@ def links_table(rank: int, cols: dict[str, list[Any]], warnings: list[str], wher
     table = table.append_column("bandwidth_gbps", pa.array(figures("bandwidth_gbps")))
     summed = table.group_by(_LINK_KEYS, use_threads=False).aggregate(
         [("name", "first"), ("name", "count"), ("size_mb", "sum"), ("time_ms", "sum"), ("bandwidth_gbps", "first")]
-    )
+    ).sort_by([(k, "ascending") for k in _LINK_KEYS])  # the group-by's own order is not promised
     count = summed["name_count"].to_numpy()
     size, time = summed["size_mb_sum"].to_numpy(), summed["time_ms_sum"].to_numpy()
     one = count == 1
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean_bw = np.where(time != 0, size / np.where(time != 0, time, 1.0), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # a vanishing time would give an infinite bandwidth (not JSON): bounded as every figure read is
+        mean_bw = np.minimum(np.where(time != 0, size / np.where(time != 0, time, 1.0), 0.0), 1e15)
     names = pc.if_else(
         pa.array(one),
         summed["name_first"],
