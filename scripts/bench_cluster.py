@@ -119,8 +119,10 @@ def main() -> None:
     sizes = [int(s) for s in args.ranks.split(",")]
     msprof = peer()
     results = []
-    print(f"{'ranks':>6} {'atbprof s':>10} {'RSS MB':>7} {'--workers 2 s':>14} {'RSS MB':>7} {'msprof-analyze s':>17}"
-          f" {'RSS MB':>7} {'speed-up':>9}")
+    print(
+        f"{'ranks':>6} {'atbprof s':>10} {'RSS MB':>7} {'--workers 2 s':>14} {'RSS MB':>7} {'msprof-analyze s':>17}"
+        f" {'RSS MB':>7} {'speed-up':>9}"
+    )
     for n in sizes:
         root = cluster(n)
         repeat = args.repeat if n <= 128 else 1
