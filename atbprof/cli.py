@@ -307,7 +307,16 @@ def analyze(
         Path | None,
         typer.Option("--tables", help="Cluster: keep the per-rank Parquet tables (<table>/rank=N/) in this directory."),
     ] = None,
-    force: Annotated[bool, typer.Option(help="Replace an existing --tables directory (one atbprof wrote).")] = False,
+    trace: Annotated[
+        Path | None,
+        typer.Option("--trace", help="Cluster: write its ranks' steps, aligned, as a Perfetto trace (.json[.gz])."),
+    ] = None,
+    trace_ranks: Annotated[
+        str | None, typer.Option(help="Cluster: the ranks of --trace, e.g. 0-7,12 (default all, at most 64).")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Replace an existing --tables directory or --trace file (one atbprof wrote).")
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
 ) -> None:
     """Find unfused LayerNorm/RMSNorm, attribute every microsecond of latency, estimate what fusing would save."""
@@ -328,12 +337,21 @@ def analyze(
 
             with _status(f"reading and analyzing the cluster {path}", format_ is AnalyzeFormat.rich):
                 cluster = analyze_cluster_path(
-                    path, top=top, patterns_file=pattern_file, workers=workers, ray=ray, tables=tables, force=force
+                    path,
+                    top=top,
+                    patterns_file=pattern_file,
+                    workers=workers,
+                    ray=ray,
+                    tables=tables,
+                    force=force,
+                    trace=trace,
+                    trace_ranks=trace_ranks,
                 )
             unfused = cluster.has_unfused
             _emit(format_, lambda: cluster_json(cluster), lambda: cluster_markdown(cluster), render_cluster, cluster)
             return
-        given = [o for o, v in (("--ray", ray), ("--tables", tables), ("--workers", workers)) if v is not None]
+        options = (("--ray", ray), ("--tables", tables), ("--workers", workers), ("--trace", trace))
+        given = [o for o, v in (*options, ("--trace-ranks", trace_ranks)) if v is not None]
         if given:
             raise InputError(f"{', '.join(given)}: for a cluster (a directory of rank profiles); {path} is one profile")
         with _status(f"reading and analyzing {path}", format_ is AnalyzeFormat.rich):

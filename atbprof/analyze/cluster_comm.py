@@ -7,6 +7,7 @@ the median bandwidth of its transport's links (no nominal figure is assumed for 
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,11 +30,7 @@ def op_table(cluster: Cluster) -> pa.Table:
 
 def bandwidth_table(cluster: Cluster) -> pa.Table:
     """Per rank, op and transport: transit size (MB) and time (ms) over steps, bandwidth = size / time (GB/s)."""
-    b = cluster.bandwidth.filter(pc.greater(cluster.bandwidth.column("size_mb"), 0))
-    agg = b.group_by(["rank", "name", "transport"], use_threads=False).aggregate(
-        [("size_mb", "sum"), ("time_ms", "sum")]
-    )
-    agg = agg.rename_columns([n.removesuffix("_sum") for n in agg.column_names])
+    agg = cluster.bandwidth  # summed over steps as the cluster was read (cluster_tables.sum_bandwidth)
     bw = pc.if_else(pc.greater(agg.column("time_ms"), 0), pc.divide(agg.column("size_mb"), agg.column("time_ms")), 0.0)
     return agg.append_column("bandwidth_gbps", bw).sort_by([("rank", "ascending"), ("name", "ascending")])
 
@@ -71,15 +68,23 @@ def waited_for(cluster: Cluster) -> dict[int, int]:
     ops = cluster.ops.filter(pc.equal(cluster.ops.column("section"), "collective"))
     if ops.num_rows == 0:
         return {}
-    cols = {k: ops.column(k).to_pylist() for k in ("rank", "step", "name", "group", "wait_ms")}
-    groups: dict[tuple[object, ...], list[tuple[float, int]]] = {}
-    for rank, step, name, group, wait in zip(*cols.values(), strict=True):
-        groups.setdefault((step, name, group), []).append((wait, rank))
-    out: dict[int, int] = {}
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        waits = sorted(members)
-        if waits[0][0] < waits[1][0]:  # a clear least-waiting rank (ties: nobody was waited for)
-            out[waits[0][1]] = out.get(waits[0][1], 0) + 1
-    return dict(sorted(out.items()))
+    # vectorised (a large cluster has millions of op rows): sort by collective, then wait; per collective the
+    # first row waited least, and counts when it waited strictly less than the second
+    ids = pc.dictionary_encode(
+        pc.binary_join_element_wise(
+            pc.cast(ops.column("step"), pa.string()).fill_null(""),
+            ops.column("name").fill_null(""),
+            ops.column("group").fill_null(""),
+            "\x1f",
+        ).combine_chunks()
+    ).indices.to_numpy(zero_copy_only=False)
+    wait = ops.column("wait_ms").fill_null(0.0).to_numpy(zero_copy_only=False)
+    rank = ops.column("rank").to_numpy(zero_copy_only=False)
+    order = np.lexsort((rank, wait, ids))
+    ids, wait, rank = ids[order], wait[order], rank[order]
+    first = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    size = np.diff(np.r_[first, len(ids)])
+    multi = first[size >= 2]
+    clear = multi[wait[multi] < wait[multi + 1]]  # ties: nobody was waited for
+    winners, counts = np.unique(rank[clear], return_counts=True)
+    return {int(r): int(c) for r, c in zip(winners.tolist(), counts.tolist(), strict=True)}

@@ -12,13 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
-from atbprof.analyze.cluster_report import ClusterReport, RankFinding, analyze_cluster
+from atbprof.analyze.cluster_report import ClusterReport, ClusterTrace, RankFinding, analyze_cluster
 from atbprof.analyze.cluster_steps import DEFAULT_THRESHOLD
+from atbprof.importers.base import Profile
 from atbprof.importers.cluster import discover, gather, is_run_dir, load_cluster, write_part
 from atbprof.importers.cluster_rank import RankPart, read_rank
+from atbprof.importers.cluster_tables import Cluster, RankProfile
 
 FINDINGS_SCHEMA = pa.schema(
     [
@@ -93,8 +96,11 @@ def analyze_cluster_path(
     ray: str | None = None,
     tables: Path | None = None,
     force: bool = False,
+    trace: Path | None = None,
+    trace_ranks: str | None = None,
 ) -> ClusterReport:
-    """The cluster report of a cluster directory (or a run of ours on several devices), its ranks fanned out."""
+    """The cluster report of a cluster directory (or a run of ours on several devices), its ranks fanned out;
+    `trace` also writes the cluster trace of `trace_ranks` (writers/cluster_trace.py; default: all up to 64)."""
     from atbprof.outputs.paths import check_output_dir
     from atbprof.outputs.staging import staged_dir
     from atbprof.scale.pool import check_workers, map_ordered
@@ -104,6 +110,18 @@ def analyze_cluster_path(
     target = (
         check_output_dir(tables, "cluster-tables", force=force, inputs=[path], option="--tables") if tables else None
     )
+    if trace_ranks is not None:  # its syntax before any work; its ranks once the cluster is read
+        from atbprof.writers.selection import parse_ranges
+
+        parse_ranges(trace_ranks, "--trace-ranks")
+    if trace is not None:
+        from atbprof.outputs.paths import check_output_file
+
+        check_output_file(trace, "cluster-trace", force=force, inputs=[path])
+    elif trace_ranks is not None:
+        from atbprof.errors import UsageError
+
+        raise UsageError("--trace-ranks: chooses the ranks of --trace; give --trace FILE too")
     if is_run_dir(path):  # one run: its ranks share one op table, read once in this process
         if target is not None:
             from atbprof.errors import InputError
@@ -112,9 +130,9 @@ def analyze_cluster_path(
                 f"--tables: {path} is a run of ours (its tables are its ops.parquet); export it with "
                 "`atbprof export RUN --to ascend-pt` and analyze the export to get per-rank tables"
             )
-        return analyze_cluster(
-            load_cluster(path), top=top, threshold=threshold, patterns_file=patterns_file, findings=findings
-        )
+        run = load_cluster(path)
+        done = analyze_cluster(run, top=top, threshold=threshold, patterns_file=patterns_file, findings=findings)
+        return _with_trace(run, done, trace, trace_ranks, force)
     tasks = [RankTask(d, findings, top, patterns_file) for d in discover(path)]
     by_rank: dict[int, tuple[list[RankFinding], float | None]] = {}
 
@@ -131,15 +149,73 @@ def analyze_cluster_path(
         cluster = gather(path, parts(store), store)
         kept = {r.rank for r in cluster.ranks}
         pre = {r: v for r, v in by_rank.items() if r in kept}
-        return analyze_cluster(
+        done = analyze_cluster(
             cluster, top=top, threshold=threshold, patterns_file=patterns_file, findings=findings, precomputed=pre
         )
+        return _with_trace(cluster, done, trace, trace_ranks, force)
 
     if target is None:
         with tempfile.TemporaryDirectory(prefix="atbprof-cluster-") as scratch:
             return report(Path(scratch))
     with staged_dir(target, "cluster-tables") as staged:
         return report(staged)
+
+
+def _with_trace(
+    cluster: Cluster, report: ClusterReport, trace: Path | None, trace_ranks: str | None, force: bool
+) -> ClusterReport:
+    """The report, with the cluster trace written and described when `trace` is given."""
+    if trace is None:
+        return report
+    from atbprof.writers.cluster_trace import write_cluster_trace
+
+    chosen = trace_rank_choice(cluster, report, trace_ranks)
+    slow = {r.rank: r.slow_reason for r in report.cluster.ranks if r.slow}
+    written = write_cluster_trace(cluster, chosen, trace, slow=slow, kernels=_rank_kernels, force=force)
+    info = ClusterTrace(
+        path=str(written.path),
+        ranks=list(written.ranks),
+        steps=list(written.steps),
+        steps_dropped=list(written.steps_dropped),
+        events=written.events_written,
+        note=written.note,
+    )
+    return report.model_copy(update={"trace": info})
+
+
+def trace_rank_choice(cluster: Cluster, report: ClusterReport, text: str | None) -> list[int]:
+    """The ranks `--trace-ranks` names (all of the cluster's up to 64, slow ones first beyond, when not given)."""
+    from atbprof.errors import UsageError
+    from atbprof.writers.cluster_trace import MAX_TRACE_RANKS, default_trace_ranks
+    from atbprof.writers.selection import compact_ranges, parse_ranges
+
+    known = sorted(r.rank for r in cluster.ranks)
+    if text is None:
+        return default_trace_ranks(known, report.cluster.slow_ranks)
+    universe = np.array(known, np.int64)
+    ranges = parse_ranges(text, "--trace-ranks")
+    chosen: list[int] = sorted({r for a, b in ranges for r in known if a <= r and (b is None or r <= b)})
+    if not chosen:
+        raise UsageError(f"--trace-ranks {text!r}: names none of the cluster's ranks ({compact_ranges(universe)})")
+    if len(chosen) > MAX_TRACE_RANKS:
+        raise UsageError(
+            f"--trace-ranks {text!r}: {len(chosen)} ranks; a trace holds at most {MAX_TRACE_RANKS} (name fewer, "
+            "e.g. one stage or the slow ranks)"
+        )
+    return chosen
+
+
+def _rank_kernels(rank: RankProfile) -> tuple[Profile, int]:
+    """A complete rank's profile and the absolute ns of its time 0 (our runs: the export's fixed epoch)."""
+    from atbprof.export.common import EPOCH_BASE_NS
+    from atbprof.importers.detect import load_profile
+    from atbprof.importers.ours import load_run
+
+    if rank.run:
+        return load_run(rank.path, rank=rank.rank), EPOCH_BASE_NS
+    profile = load_profile(rank.path)
+    origin = profile.meta.get("origin_ns")
+    return profile, int(origin) if isinstance(origin, int) else 0
 
 
 __all__ = ["FINDINGS_SCHEMA", "analyze_cluster_path", "run_rank", "write_part"]

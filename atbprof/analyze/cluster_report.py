@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from atbprof.analyze.cluster_comm import bandwidth_table, matrix_table, op_table, slow_links, waited_for
@@ -26,6 +27,7 @@ from atbprof.analyze.cluster_steps import (
 from atbprof.analyze.report import Finding
 from atbprof.errors import InputError
 from atbprof.importers.cluster import STEP_COLUMNS, Cluster
+from atbprof.writers.selection import compact_ranges
 
 CLUSTER_SCHEMA_VERSION = "1"
 
@@ -138,6 +140,17 @@ class ClusterSource(_M):
     parallel: dict[str, int] = Field(description="tp, pp, dp, world from profiler_metadata (0: not recorded)")
 
 
+class ClusterTrace(_M):
+    """The cluster trace `--trace` wrote (writers/cluster_trace.py)."""
+
+    path: str
+    ranks: list[int]
+    steps: list[int]
+    steps_dropped: list[int] = Field(description="left out by the trace's slice cap (the tail)")
+    events: int
+    note: str | None
+
+
 class ClusterReport(_M):
     schema_version: str = CLUSTER_SCHEMA_VERSION
     source: ClusterSource
@@ -151,6 +164,7 @@ class ClusterReport(_M):
     findings: list[RankFinding]
     warnings: list[str]
     notes: list[str]
+    trace: ClusterTrace | None = Field(default=None, description="the cluster trace written (--trace), else null")
 
 
 def _split(row: dict[str, Any]) -> dict[str, float]:
@@ -257,7 +271,8 @@ def analyze_cluster(
     ]
     if len(complete) < len(cluster.ranks):
         partial = [r.rank for r in cluster.ranks if not r.complete]
-        notes.append(f"ranks {', '.join(map(str, partial))} have no kernel tables: step split and communication only")
+        shown = compact_ranges(np.array(partial, np.int64)).replace(",", ", ")
+        notes.append(f"ranks {shown} have no kernel tables: step split and communication only")
     return ClusterReport(
         source=ClusterSource(
             path=str(cluster.path),

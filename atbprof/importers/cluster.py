@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from atbprof.errors import InputError
@@ -31,6 +32,7 @@ from atbprof.importers.cluster_tables import (
     Cluster,
     RankProfile,
     map_links,
+    sum_bandwidth,
 )
 from atbprof.importers.ours import RUN_JSON_MAX_BYTES, is_run_dir
 
@@ -111,13 +113,25 @@ def write_part(root: Path, table_name: str, rank: int, table: pa.Table) -> None:
     pq.write_table(table.drop_columns(["rank"]), d / PART_FILE, compression="zstd")
 
 
-def read_parts(root: Path, table_name: str, schema: pa.Schema) -> pa.Table:
-    """A table of the per-rank Parquet files under `root` (rank from the path), in rank order."""
+def read_parts(
+    root: Path, table_name: str, schema: pa.Schema, per_rank: Callable[[pa.Table], pa.Table] | None = None
+) -> pa.Table:
+    """A table of the per-rank Parquet files under `root` (rank from the path), in rank order; `per_rank` reduces
+    each rank's table as it is read (only the reduced tables are held together)."""
     import pyarrow.dataset as ds  # lazy, as in write_part
 
     d = root / table_name
     if not d.is_dir():
         return schema.empty_table()
+    if per_rank is not None:
+        import pyarrow.parquet as pq
+
+        parts = []
+        for rank, part in sorted((int(p.parent.name.removeprefix("rank=")), p) for p in d.glob("rank=*/*.parquet")):
+            t = pq.read_table(part)
+            t = t.append_column("rank", pa.array(np.full(t.num_rows, rank, np.int32)))
+            parts.append(per_rank(t.select(schema.names).cast(schema)))
+        return pa.concat_tables(parts) if parts else per_rank(schema.empty_table())
     partitioning = ds.partitioning(pa.schema([pa.field("rank", pa.int32())]), flavor="hive")
     table = ds.dataset(d, format="parquet", partitioning=partitioning).to_table()
     table = table.select(schema.names).cast(schema)
@@ -157,11 +171,12 @@ def _infer_communicators(
     known: dict[str, list[int]] = {}
     for r in ranks:
         known.update(r.communicators)
+    pairs = pa.concat_tables([t.select(["group", "rank"]) for t in (ops, links)])
+    pairs = pairs.group_by(["group", "rank"], use_threads=False).aggregate([])  # distinct (group, rank): few
     reporting: dict[str, set[int]] = {}
-    for t in (ops, links):
-        for group, rank in zip(t.column("group").to_pylist(), t.column("rank").to_pylist(), strict=True):
-            if group and group not in known:
-                reporting.setdefault(group, set()).add(rank)
+    for group, rank in zip(pairs.column("group").to_pylist(), pairs.column("rank").to_pylist(), strict=True):
+        if group and group not in known:
+            reporting.setdefault(group, set()).add(rank)
     for group, members in sorted(reporting.items()):
         known[group] = sorted(members)
         shown = ", ".join(map(str, known[group][:8])) + (", ..." if len(members) > 8 else "")
@@ -182,10 +197,11 @@ def _reduce(
     """The cluster from its ranks' tables (in memory, or per-rank Parquet under a directory)."""
 
     def table(name: str) -> pa.Table:
-        schema = RANK_TABLE_SCHEMAS[name]
+        schema, reduce = RANK_TABLE_SCHEMAS[name], (sum_bandwidth if name == "bandwidth" else None)
         if isinstance(tables, Path):
-            return read_parts(tables, name, schema)
-        return pa.concat_tables(tables[name]) if tables[name] else schema.empty_table()
+            return read_parts(tables, name, schema, reduce)
+        whole = pa.concat_tables(tables[name]) if tables[name] else schema.empty_table()
+        return reduce(whole) if reduce else whole
 
     steps, ops, bandwidth, links = (table(n) for n in ("steps", "ops", "bandwidth", "links"))
     communicators = _infer_communicators(ranks, ops, links, warnings)

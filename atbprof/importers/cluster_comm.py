@@ -168,20 +168,25 @@ def _matrix_columns(matrix: Any, path: Path) -> dict[str, list[Any]]:
                 links += pairs.values()
     bad = next((i for i, v in enumerate(links) if type(v) is not dict), None)
     if bad is not None:
-        owner = int(np.searchsorted(np.cumsum(counts), bad, side="right"))
-        step_key, _, key = entries[owner]
+        step_key, _, key = entries[int(np.searchsorted(np.cumsum(counts), bad, side="right"))]
         raise InputError(f"{path} {step_key} {key} {pair_keys[bad]}: expected an object")
-    owner_of = [i for i, n in enumerate(counts) for _ in range(n)]
-    full_keys = [entries[i][2] for i in owner_of]
-    ends = [p.partition("-") for p in pair_keys]
+    # per entry once, then repeated per link (a C-level take), and each distinct "src-dst" key split once
+    owner = np.repeat(np.arange(len(entries)), counts)
+
+    def per_link(values: list[Any]) -> list[Any]:
+        return list(np.array(values, dtype=object)[owner]) if len(owner) else []
+
+    ops = [k.partition("@") for _, _, k in entries]
+    ends = {p: p.partition("-") for p in set(pair_keys)}
+    full_keys = per_link([k for _, _, k in entries])
     return {
-        "step": [entries[i][0] for i in owner_of],
-        "section": [entries[i][1] for i in owner_of],
-        "key": [k.partition("@")[0] for k in full_keys],
+        "step": per_link([e[0] for e in entries]),
+        "section": per_link([e[1] for e in entries]),
+        "key": per_link([o[0] for o in ops]),
         "name": [v.get("Op Name", k) for v, k in zip(links, full_keys, strict=True)],
-        "group": [k.partition("@")[2] for k in full_keys],
-        "src": [e[0] for e in ends],
-        "dst": [e[2] for e in ends],
+        "group": per_link([o[2] for o in ops]),
+        "src": [ends[p][0] for p in pair_keys],
+        "dst": [ends[p][2] for p in pair_keys],
         "transport": [v.get("Transport Type", "") for v in links],
         "size_mb": [v.get("Transit Size(MB)", 0) for v in links],
         "time_ms": [v.get("Transit Time(ms)", 0) for v in links],
@@ -242,6 +247,17 @@ def db_tables(rank: int, query: Callable[[str], list[tuple[Any, ...]]], warnings
     return ops, bandwidth, links_table(rank, links, warnings, f"{where} CommAnalyzerMatrix")
 
 
+def _strings(values: list[Any]) -> pa.Array:
+    """`values` as a string array: as they are when they are all strings (the common case), else each as text."""
+    try:
+        out = pa.array(values, pa.string())
+        if not out.null_count:
+            return out
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        pass
+    return pa.array([str(v) for v in values], pa.string())
+
+
 def _indices(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """(indices, readable) of group-local rank indices given as ints or digit strings (else as float text)."""
     try:
@@ -271,9 +287,7 @@ def links_table(rank: int, cols: dict[str, list[Any]], warnings: list[str], wher
     n = len(cols["step"])
     if not n:
         return LINKS_SCHEMA.empty_table()
-    keys = pa.array([str(k) for k in cols["key"]], pa.string())
-    step_keys = pa.array([str(s) for s in cols["step"]], pa.string())
-    sections = pa.array([str(s) for s in cols["section"]], pa.string())
+    keys, step_keys, sections = (_strings(cols[k]) for k in ("key", "step", "section"))
     total = pc.ends_with(keys, "-total").to_numpy(zero_copy_only=False)
     keep = np.ones(n, dtype=bool)
     if total.any():  # within a step and section that has `-total` rows, only those
@@ -297,11 +311,11 @@ def links_table(rank: int, cols: dict[str, list[Any]], warnings: list[str], wher
         {
             "step": step_keys,
             "section": sections,
-            "group": pa.array([str(g) for g in cols["group"]], pa.string()),
+            "group": _strings(cols["group"]),
             "src_local": pa.array(np.clip(src, -1, _INDEX_LIMIT).astype(np.int32)),
             "dst_local": pa.array(np.clip(dst, -1, _INDEX_LIMIT).astype(np.int32)),
-            "transport": pa.array([str(t) for t in cols["transport"]], pa.string()),
-            "name": pa.array([str(o) for o in cols["name"]], pa.string()),
+            "transport": _strings(cols["transport"]),
+            "name": _strings(cols["name"]),
         }
     )
     if rows is not None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 STEP_COLUMNS = (
     "computing_us",
@@ -95,7 +97,27 @@ LINKS_SCHEMA = pa.schema(
 """A rank's links as its file gives them: group-local indices, mapped to global ranks once the cluster's
 communicators are all known (`map_links`)."""
 RANK_TABLE_SCHEMAS = {"steps": STEPS_SCHEMA, "ops": OPS_SCHEMA, "bandwidth": BANDWIDTH_SCHEMA, "links": LINKS_SCHEMA}
-TABLE_SCHEMAS = {"steps": STEPS_SCHEMA, "ops": OPS_SCHEMA, "bandwidth": BANDWIDTH_SCHEMA, "matrix": MATRIX_SCHEMA}
+BANDWIDTH_SUM_SCHEMA = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("name", pa.string()),
+        pa.field("transport", pa.string()),
+        pa.field("size_mb", pa.float64()),
+        pa.field("time_ms", pa.float64()),
+    ]
+)
+"""A rank's transports per op, summed over steps (what the cluster keeps: a rank's raw rows are per step)."""
+TABLE_SCHEMAS = {"steps": STEPS_SCHEMA, "ops": OPS_SCHEMA, "bandwidth": BANDWIDTH_SUM_SCHEMA, "matrix": MATRIX_SCHEMA}
+
+
+def sum_bandwidth(rows: pa.Table) -> pa.Table:
+    """Per rank, op and transport: the transit size and time of `rows` (BANDWIDTH_SCHEMA) summed over steps, the
+    transports that carried nothing left out."""
+    used = rows.filter(pc.greater(rows.column("size_mb"), 0))
+    agg = used.group_by(["rank", "name", "transport"], use_threads=False).aggregate(
+        [("size_mb", "sum"), ("time_ms", "sum")]
+    )
+    return agg.rename_columns([n.removesuffix("_sum") for n in agg.column_names]).select(BANDWIDTH_SUM_SCHEMA.names)
 
 
 @dataclass(frozen=True)
@@ -122,7 +144,7 @@ class Cluster:
     ranks: list[RankProfile]
     steps: pa.Table
     ops: pa.Table
-    bandwidth: pa.Table
+    bandwidth: pa.Table  # BANDWIDTH_SUM_SCHEMA: summed over steps per rank
     matrix: pa.Table
     parallel: dict[str, int]  # tp, pp, dp, world (profiler_metadata's distributed_args; 0 = not recorded)
     warnings: list[str] = field(default_factory=list)
@@ -141,15 +163,23 @@ def communicator_name(key: str) -> str:
 def map_links(links: pa.Table, communicators: dict[str, list[int]]) -> tuple[pa.Table, int]:
     """The matrix (global src / dst ranks) of local links, and how many links could not be mapped (a communicator
     not known, or an index beyond its members)."""
-    src, dst, keep = [], [], []
-    cols = [links.column(c).to_pylist() for c in ("group", "src_local", "dst_local")]
-    for i, (group, s, d) in enumerate(zip(*cols, strict=True)):
-        ranks = communicators.get(group)
-        if ranks is None or not (0 <= s < len(ranks) and 0 <= d < len(ranks)):
-            continue
-        keep.append(i)
-        src.append(ranks[s])
-        dst.append(ranks[d])
+    # vectorised over the links (millions in a large cluster): each communicator's members laid end to end,
+    # a link's global rank = members[offset of its communicator + its local index]
+    codes = pc.dictionary_encode(links.column("group").combine_chunks())
+    names = codes.dictionary.to_pylist()
+    members = [communicators.get(g) or [] for g in names]
+    known = np.array([g in communicators for g in names] + [False], dtype=bool)
+    sizes = np.array([len(m) for m in members] + [0], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])[:-1]
+    flat = np.array([r for m in members for r in m], dtype=np.int64)
+    code = codes.indices.fill_null(len(names)).to_numpy(zero_copy_only=False).astype(np.int64)
+    s_local = links.column("src_local").fill_null(-1).to_numpy().astype(np.int64)
+    d_local = links.column("dst_local").fill_null(-1).to_numpy().astype(np.int64)
+    n = sizes[code]
+    ok = known[code] & (s_local >= 0) & (s_local < n) & (d_local >= 0) & (d_local < n)
+    keep = np.flatnonzero(ok)
+    src = flat[offsets[code[keep]] + s_local[keep]] if len(keep) else np.zeros(0, np.int64)
+    dst = flat[offsets[code[keep]] + d_local[keep]] if len(keep) else np.zeros(0, np.int64)
     kept = links.take(pa.array(keep, pa.int64()))
     matrix = pa.table(
         {
@@ -157,8 +187,8 @@ def map_links(links: pa.Table, communicators: dict[str, list[int]]) -> tuple[pa.
             "step": kept.column("step"),
             "section": kept.column("section"),
             "name": kept.column("name"),
-            "src_rank": pa.array(src, pa.int32()),
-            "dst_rank": pa.array(dst, pa.int32()),
+            "src_rank": pa.array(src.astype(np.int32), pa.int32()),
+            "dst_rank": pa.array(dst.astype(np.int32), pa.int32()),
             **{c: kept.column(c) for c in ("transport", "size_mb", "time_ms", "bandwidth_gbps")},
         },
         schema=MATRIX_SCHEMA,

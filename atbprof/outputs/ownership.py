@@ -10,7 +10,7 @@ import orjson
 
 from atbprof import __version__
 
-OutputKind = Literal["run", "export", "diff-trace", "device-spec", "cluster-tables"]
+OutputKind = Literal["run", "export", "diff-trace", "device-spec", "cluster-tables", "cluster-trace"]
 MARKER = ".atbprof-output.json"
 """In every directory atbprof writes: its kind and every file in it (a file it does not list is the user's)."""
 FILE_SIGNATURE = b'"generator":"atbprof"'

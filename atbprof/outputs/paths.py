@@ -16,6 +16,7 @@ _WHAT = {
     "diff-trace": "diff trace",
     "device-spec": "device spec",
     "cluster-tables": "cluster-tables directory",
+    "cluster-trace": "cluster trace",
 }
 
 

@@ -117,9 +117,24 @@ def sections(report: ClusterReport, top: int = 10) -> list[Section]:
                 + (f"{_ms(saving)} ms" if saving is not None else "unknown: that stage's ranks have no kernel tables")
             )
             out.append(sec)
+    if report.trace is not None:
+        t = report.trace
+        lines = [
+            f"wrote {t.path}: ranks {_listed(t.ranks)}, steps {_listed(t.steps)} ({t.events:,} events); open it "
+            f"with `atbprof serve {t.path}` or in https://ui.perfetto.dev"
+        ]
+        out.append(Section("trace", lines=lines + ([t.note] if t.note else [])))
     out += [Section("warning", lines=report.warnings)] if report.warnings else []
     out.append(Section("notes", lines=report.notes))
     return out
+
+
+def _listed(values: list[int]) -> str:
+    import numpy as np
+
+    from atbprof.writers.selection import compact_ranges
+
+    return compact_ranges(np.array(values, np.int64))
 
 
 def render_cluster(report: ClusterReport, console: Console) -> None:

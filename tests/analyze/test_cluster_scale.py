@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from atbprof.analyze.cluster_job import analyze_cluster_path
 from atbprof.cli import app
 from atbprof.config.models import RunConfig
+from atbprof.errors import InputError
 from atbprof.export import export_run
 from atbprof.run import run_simulation
 from tests.analyze.test_cluster import QWEN, assert_equals_msprof_analyze, needs_qwen
@@ -164,3 +165,34 @@ def test_export_kernel_ranks_writes_partial_ranks_the_analysis_reads(tmp_path: P
         app, ["export", str(run.out_dir), "--to", "ascend-pt", "--out", str(tmp_path / "x"), "--kernel-ranks", "9"]
     )
     assert bad.exit_code == 2 and "rank 9 is not in the run" in bad.output
+
+
+@needs_qwen
+def test_a_db_of_an_unknown_schema_version_is_named_and_the_cluster_still_analysed(tmp_path: Path) -> None:
+    import sqlite3
+
+    root = _cluster_of(tmp_path / "db", DB_RANKS)
+    rank1 = root / "r1_ascend_pt"
+    (db,) = rank1.rglob("ascend_pytorch_profiler*.db")
+    con = sqlite3.connect(db)
+    con.execute("update META_DATA set value = '2.1.0' where name = 'SCHEMA_VERSION'")
+    con.commit()
+    con.close()
+    report = analyze_cluster_path(root, workers=0)
+    assert report.source.ranks == [0, 1]
+    by_rank = {r.rank: r for r in report.cluster.ranks}
+    assert by_rank[0].fusion_saving_us == 0.0 and by_rank[1].fusion_saving_us is None  # rank 1's kernels unread
+    assert by_rank[1].step_source == "analysis.db"  # its step split is still read
+    (said,) = [w for w in report.warnings if w.startswith("rank 1: kernel tables not analysed")]
+    assert "SCHEMA_VERSION 2.1.0; atbprof reads schema 1.x" in said and str(db) in said
+    assert said.endswith("step split only")
+    # an analysis.db whose tables lack the columns atbprof reads: that rank is left out, named, the rest goes on
+    analysis = rank1 / "ASCEND_PROFILER_OUTPUT" / "analysis.db"
+    con = sqlite3.connect(analysis)
+    con.execute("alter table StepTraceTime rename column computing to computing_v9")
+    con.commit()
+    con.close()
+    with pytest.raises(InputError, match="needs at least two readable rank profiles") as err:
+        analyze_cluster_path(root, workers=0)
+    assert f"{analysis}: no such column: computing" in str(err.value)
+    assert "of a schema atbprof does not know" in str(err.value)
