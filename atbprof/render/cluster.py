@@ -38,17 +38,22 @@ def sections(report: ClusterReport, top: int = 10) -> list[Section]:
     if par.get("world"):
         where += f" (tp {par['tp']}, pp {par['pp']}, dp {par['dp']}; world {par['world']})"
     if src.partial_ranks:
-        where += f"; partial (no kernel tables): {', '.join(map(str, src.partial_ranks))}"
+        where += f"; partial (no kernel tables): {_listed(src.partial_ranks)}"
     out.append(Section("source", lines=[where]))
     ranks = Section(
         "ranks (mean step, ms; msprof-analyze's step split)",
         headers=["rank", "stage", "complete", *SPLIT_HEADERS, "slow"],
         numeric={0, 1, *range(3, 10)},
     )
-    for r in c.ranks:
+    shown = _ranks_shown(c.ranks, top)
+    for r in shown:
         stage = "-" if r.stage is None else str(r.stage)
         ranks.rows.append([str(r.rank), stage, "yes" if r.complete else "no", *_split_cells(r), r.slow_reason or ""])
         ranks.row_styles.append("bold red" if r.slow else "")
+    if len(shown) < len(c.ranks):
+        ranks.lines.append(
+            f"{len(shown)} of {len(c.ranks)} ranks: the slow ones and the longest steps (--format json lists every rank)"
+        )
     out.append(ranks)
     stages = Section(
         "stages (per step the slowest rank, column by column)", headers=["stage", "ranks", *SPLIT_HEADERS, "slow"]
@@ -101,6 +106,9 @@ def sections(report: ClusterReport, top: int = 10) -> list[Section]:
             )
             sec.row_styles.append("bold red" if (m.src_rank, m.dst_rank, m.transport) in slow else "")
         out.append(sec)
+    heat = _heat_table(report)
+    if heat is not None:
+        out.append(heat)
     if report.findings:
         sec = Section(
             "fusion findings per complete rank",
@@ -127,6 +135,49 @@ def sections(report: ClusterReport, top: int = 10) -> list[Section]:
     out += [Section("warning", lines=report.warnings)] if report.warnings else []
     out.append(Section("notes", lines=report.notes))
     return out
+
+
+ALL_RANKS_UP_TO = 32
+"""A cluster of up to this many ranks shows every rank; a larger one its slow ranks and longest steps."""
+HEAT_RANKS_UP_TO = 16
+"""The matrix is drawn as a src x dst heat table up to this many ranks (beyond: `atbprof plot` draws it)."""
+_SHADES = " ░▒▓█"
+
+
+def _ranks_shown(ranks: list[RankRow], top: int) -> list[RankRow]:
+    if len(ranks) <= ALL_RANKS_UP_TO:
+        return ranks
+    slow = [r for r in ranks if r.slow]
+    longest = sorted((r for r in ranks if not r.slow), key=lambda r: (-r.stage_us, r.rank))[: max(top - len(slow), 0)]
+    return sorted([*slow, *longest], key=lambda r: r.rank)
+
+
+def _heat_table(report: ClusterReport) -> Section | None:
+    """The matrix as a heat table: per src -> dst link its bandwidth over all transports (GB/s) with a shade."""
+    links: dict[tuple[int, int], list[float]] = {}
+    for m in report.communication.matrix:
+        acc = links.setdefault((m.src_rank, m.dst_rank), [0.0, 0.0])
+        acc[0] += m.size_mb
+        acc[1] += m.time_ms
+    ranks = sorted({r for pair in links for r in pair})
+    if not links or len(ranks) > HEAT_RANKS_UP_TO:
+        return None
+    bw = {k: (v[0] / v[1] if v[1] > 0 else 0.0) for k, v in links.items()}
+    top = max(bw.values()) or 1.0
+    sec = Section(
+        "communication matrix as a heat table (GB/s over all transports; rows send, columns receive; "
+        f"{_SHADES[-1]} = the fastest link)",
+        headers=["src \\ dst", *map(str, ranks)],
+        numeric=set(range(len(ranks) + 1)),
+    )
+    for src in ranks:
+        cells = []
+        for dst in ranks:
+            v = bw.get((src, dst))
+            shade = _SHADES[min(len(_SHADES) - 1, round(v / top * (len(_SHADES) - 1)))] if v is not None else ""
+            cells.append("" if v is None else f"{v:,.2f} {shade}".rstrip())
+        sec.rows.append([str(src), *cells])
+    return sec
 
 
 def _listed(values: list[int]) -> str:
