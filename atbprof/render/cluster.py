@@ -52,7 +52,8 @@ def sections(report: ClusterReport, top: int = 10) -> list[Section]:
         ranks.row_styles.append("bold red" if r.slow else "")
     if len(shown) < len(c.ranks):
         ranks.lines.append(
-            f"{len(shown)} of {len(c.ranks)} ranks: the slow ones and the longest steps (--format json lists every rank)"
+            f"{len(shown)} of {len(c.ranks)} ranks: the slow ones and the longest steps "
+            "(--format json lists every rank)"
         )
     out.append(ranks)
     stages = Section(
