@@ -514,6 +514,163 @@ def diff(
         raise typer.Exit(1)
 
 
+@app.command()
+def sweep(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="The base run config (or `base:` in the --spec file).")
+    ] = None,
+    spec: Annotated[
+        Path | None, typer.Option("--spec", help="A sweep YAML: base, set, grid, zip, points, compare, reference.")
+    ] = None,
+    grid: Annotated[
+        list[str] | None, typer.Option("--grid", help="A swept key and its values: KEY=V1,V2,... (repeatable).")
+    ] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key in every point.")] = None,
+    compare: Annotated[
+        str | None,
+        typer.Option(help="The gain to report: KEY=BASE,NEW (default: a fusion key swept over two values)."),
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory (default sweeps/<name>).")] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="Processes running points (default one per core from 8 points; 0 = this one).")
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option("--ray", help="Run the points as Ray tasks: 'auto' or a head's address (atbprof[ray])."),
+    ] = None,
+    keep_runs: Annotated[
+        bool, typer.Option("--keep-runs", help="Also write every point's whole run (ops, steps, trace) under runs/.")
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            help="Replace an existing sweep directory (one atbprof wrote), or discard another sweep's "
+            "unfinished points."
+        ),
+    ] = False,
+    format_: Annotated[
+        AnalyzeFormat, typer.Option("--format", help="rich, json or md: the same report.")
+    ] = AnalyzeFormat.rich,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+) -> None:
+    """Simulate a design space: every point of a grid of config keys, as a table, plots and an HTML report."""
+    internal = False
+
+    def body() -> None:
+        nonlocal internal
+        from rich.console import Console
+
+        from atbprof.render.sweep import render_sweep, sweep_json, sweep_markdown
+        from atbprof.sweep.api import run_sweep
+
+        err = Console(stderr=True)
+        show = format_ is AnalyzeFormat.rich and err.is_terminal
+        with contextlib.ExitStack() as stack:
+            on_point = None
+            if show:
+                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+                bar = stack.enter_context(
+                    Progress(
+                        TextColumn("points"),
+                        BarColumn(),
+                        MofNCompleteColumn(),
+                        TimeRemainingColumn(),
+                        console=err,
+                        transient=True,
+                    )
+                )
+                task = bar.add_task("points", total=None)
+                on_point = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
+            result = run_sweep(
+                config=config,
+                spec_file=spec,
+                grid=list(grid or []),
+                sets=list(set_ or []),
+                out=out,
+                compare=compare,
+                workers=workers,
+                ray=ray,
+                keep_runs=keep_runs,
+                force=force,
+                on_point=on_point,
+            )
+        report = result.report
+        internal = any(e.internal for e in report.errors)
+        _emit(format_, lambda: sweep_json(report), lambda: sweep_markdown(report), render_sweep, report)
+
+    _guard(body, verbose)
+    if internal:
+        typer.echo("internal error: some points failed inside atbprof (their rows say how); a bug to report", err=True)
+        raise typer.Exit(70)
+
+
+class FigureFormat(str, Enum):
+    png = "png"
+    svg = "svg"
+    html = "html"
+
+
+class FigureTheme(str, Enum):
+    light = "light"
+    dark = "dark"
+
+
+@app.command()
+def plot(
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(help="A run, a sweep directory, a cluster, a profile, or two runs/profiles to compare."),
+    ],
+    out: Annotated[Path | None, typer.Option(help="Directory of the figures (default plots/<name>).")] = None,
+    format_: Annotated[
+        FigureFormat, typer.Option("--format", help="png, svg, or html (one page of the figures).")
+    ] = FigureFormat.png,
+    theme: Annotated[FigureTheme, typer.Option(help="light or dark (html pages carry both).")] = FigureTheme.light,
+    force: Annotated[bool, typer.Option(help="Replace an existing plots directory (one atbprof wrote).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+) -> None:
+    """Draw a run, a diff, a cluster or a sweep: breakdown, step latency, roofline, waterfall, heatmaps, sweeps."""
+
+    def body() -> None:
+        from atbprof.plots.api import write_plots
+
+        result = write_plots(list(inputs), out, format_.value, theme.value, force)
+        typer.echo(f"wrote {len(result.files)} figure(s) of the {result.kind} {result.name} to {result.out}:")
+        for f in result.files:
+            typer.echo(f"  {result.out / f}")
+        for n in result.notes:
+            typer.echo(f"note: {n}")
+        typer.echo(f"next: atbprof report {' '.join(map(str, inputs))} --out {result.out}.html")
+
+    _guard(body, verbose)
+
+
+@app.command()
+def report(
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(help="A run, a sweep directory, a cluster, a profile, or two runs/profiles to compare."),
+    ],
+    out: Annotated[Path, typer.Option(help="The HTML file to write, e.g. report.html.")],
+    top: Annotated[int, typer.Option(min=1, help="Rows per table.")] = 10,
+    force: Annotated[bool, typer.Option(help="Replace an existing report (one atbprof wrote).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+) -> None:
+    """One self-contained HTML page: summary, the figures inline, the tables of the terminal view."""
+
+    def body() -> None:
+        from atbprof.report import write_report
+
+        written = write_report(list(inputs), out, top=top, force=force)
+        typer.echo(
+            f"wrote {written.path} ({written.kind} {written.name}: {written.figures} figures, "
+            f"{written.bytes:,} bytes); open it in a browser"
+        )
+
+    _guard(body, verbose)
+
+
 def _emit(
     format_: AnalyzeFormat,
     as_json: Callable[[], object],
@@ -595,7 +752,8 @@ def _guard(body: object, verbose: bool) -> None:
         raise typer.Exit(err.exit_code) from None
     except KeyboardInterrupt as err:
         signum = err.signum if isinstance(err, Terminated) else signal.SIGINT
-        typer.echo(f"interrupted ({signal.Signals(signum).name}); nothing was written", err=True)
+        kept = getattr(err, "kept", None)  # a sweep keeps the points it finished
+        typer.echo(f"interrupted ({signal.Signals(signum).name}); {kept or 'nothing was written'}", err=True)
         raise typer.Exit(128 + signum) from None
     except (typer.Exit, typer.Abort):
         raise

@@ -15,13 +15,30 @@ class ConfigError(AtbprofError):
 
     exit_code = 2
 
-    def __init__(self, problems: list[str] | str, source: str | None = None) -> None:
+    def __init__(
+        self,
+        problems: list[str] | str,
+        source: str | None = None,
+        kinds: list[str] | None = None,
+        locs: list[str] | None = None,
+    ) -> None:
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         self.source = source
+        self.kinds = kinds or []  # pydantic's error type per problem, where validation found them
+        self.locs = locs or []  # and the dotted key each is about ("" for the config as a whole)
         head = f"invalid config {source}" if source else "invalid config"
         lines = [f"{head}: {len(self.problems)} problem(s)"] if len(self.problems) > 1 else []
         body = [f"  - {p}" for p in self.problems] if lines else [f"{head}: {self.problems[0]}"]
         super().__init__("\n".join(lines + body))
+
+
+class DoesNotFitError(ConfigError):
+    """A config whose model, KV cache and activations do not fit the device's HBM; `estimate` is the memory
+    estimate (sim/memory.py MemoryEstimate) that says by how much (a sweep records it as its point's row)."""
+
+    def __init__(self, problems: list[str] | str, estimate: object) -> None:
+        super().__init__(problems)
+        self.estimate = estimate
 
 
 class InputError(AtbprofError):

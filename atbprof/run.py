@@ -141,7 +141,7 @@ def summarize(cfg: RunConfig) -> RunSummary:
     """Simulate and summarise without writing files (calibration, tests, what-if sweeps)."""
     sim = Simulation(cfg)
     builder = _summary_builder(sim)
-    for batch in sim.batches(only_ranks=sim.parallel.stage_leaders()):
+    for batch in sim.summary_batches():
         builder.add(batch)
     return _finish(sim, builder, sim.steps_table())
 

@@ -284,4 +284,8 @@ def _validate(
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError([_format_error(e, lines, source, overridden) for e in err.errors()]) from None
+        errors = err.errors()
+        problems = [_format_error(e, lines, source, overridden) for e in errors]
+        kinds = [str(e["type"]) for e in errors]
+        locs = [".".join(str(p) for p in e["loc"]) for e in errors]
+        raise ConfigError(problems, kinds=kinds, locs=locs) from None

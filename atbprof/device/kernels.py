@@ -69,13 +69,46 @@ def _sig(node: Node) -> tuple[object, ...]:
     )
 
 
+_SIG_MEMO: dict[int, tuple[Node, tuple[object, ...]]] = {}
+_SIG_MEMO_LIMIT = 1 << 18
+"""Signatures by node identity (the node kept beside it, so an id is never another node's): fused graphs are
+remembered and shared between runs (fusion/passes.py), so a sweep's points keep hitting the same nodes."""
+
+
+def _sig_of(node: Node) -> tuple[object, ...]:
+    hit = _SIG_MEMO.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    if len(_SIG_MEMO) >= _SIG_MEMO_LIMIT:
+        _SIG_MEMO.clear()
+    key = _sig(node)
+    _SIG_MEMO[id(node)] = (node, key)
+    return key
+
+
+_GRAPH_SIGS: dict[tuple[int, ...], tuple[tuple[Node, ...], np.ndarray, list[Node]]] = {}
+
+
 def signatures(graph: Graph) -> tuple[np.ndarray, list[Node]]:
-    """(node -> signature index, one representative node per signature)."""
+    """(node -> signature index, one representative node per signature); remembered per node sequence (the
+    nodes kept beside it), as fused graphs are shared between a sweep's points."""
+    key = tuple(map(id, graph.nodes))
+    hit = _GRAPH_SIGS.get(key)
+    if hit is not None:
+        return hit[1].copy(), list(hit[2])
+    if len(_GRAPH_SIGS) >= 64:
+        _GRAPH_SIGS.clear()
+    out, reps = _signatures(graph)
+    _GRAPH_SIGS[key] = (tuple(graph.nodes), out, reps)
+    return out.copy(), list(reps)
+
+
+def _signatures(graph: Graph) -> tuple[np.ndarray, list[Node]]:
     index: dict[tuple[object, ...], int] = {}
     reps: list[Node] = []
     out = np.empty(len(graph.nodes), dtype=np.int32)
     for i, n in enumerate(graph.nodes):
-        key = _sig(n)
+        key = _sig_of(n)
         if key not in index:
             index[key] = len(reps)
             reps.append(n)

@@ -443,11 +443,18 @@ class _Prefix:
 
     @property
     def key(self) -> tuple[object, ...]:
-        return (id(self.source), self.ctx, tuple(map(id, self.rules)))
+        return _prefix_key(self.source, self.ctx, self.rules)
+
+
+def _prefix_key(graph: Graph, ctx: FusionContext, rules: Sequence[Rule]) -> tuple[object, ...]:
+    """A pass sees its context only through the phase, the SoC and each rule's constraint (`_constraint`): two
+    contexts that agree on those give the same graph, so a sweep over batch sizes and prompt lengths reuses it."""
+    constraints = tuple(_constraint(r, ctx) for r in rules)
+    return (id(graph), ctx.phase, ctx.soc_version, ctx.dtype, tuple(map(id, rules)), constraints)
 
 
 _PREFIXES: OrderedDict[tuple[object, ...], _Prefix] = OrderedDict()
-_PREFIX_LIMIT = 64  # a few runs' worth of prefixes (a graph is ~1-5k shared nodes)
+_PREFIX_LIMIT = 256  # a few runs' (or a sweep's models x fusions) worth of prefixes (~1-5k shared nodes each)
 
 
 _PREFIX_LOCK = threading.Lock()
@@ -462,7 +469,7 @@ def forget_prefixes() -> None:
 def _longest_prefix(graph: Graph, rules: list[Rule], ctx: FusionContext) -> _Prefix | None:
     with _PREFIX_LOCK:
         for k in range(len(rules), 0, -1):
-            snap = _PREFIXES.get((id(graph), ctx, tuple(map(id, rules[:k]))))
+            snap = _PREFIXES.get(_prefix_key(graph, ctx, rules[:k]))
             if (
                 snap is not None
                 and snap.source is graph

@@ -10,7 +10,9 @@ import orjson
 
 from atbprof import __version__
 
-OutputKind = Literal["run", "export", "diff-trace", "device-spec", "cluster-tables", "cluster-trace"]
+OutputKind = Literal[
+    "run", "export", "diff-trace", "device-spec", "cluster-tables", "cluster-trace", "sweep", "plots", "report"
+]
 MARKER = ".atbprof-output.json"
 """In every directory atbprof writes: its kind and every file in it (a file it does not list is the user's)."""
 FILE_SIGNATURE = b'"generator":"atbprof"'

@@ -17,6 +17,9 @@ _WHAT = {
     "device-spec": "device spec",
     "cluster-tables": "cluster-tables directory",
     "cluster-trace": "cluster trace",
+    "sweep": "sweep directory",
+    "plots": "plots directory",
+    "report": "report",
 }
 
 

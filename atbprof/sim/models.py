@@ -4,6 +4,7 @@ classes' timelines of a chunk, and the run-wide dictionaries of the op table's e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +29,7 @@ class PhaseModel:
     passes: int
     sig: np.ndarray
     reps: list
-    shapes: ShapeColumns
+    shape_nodes: list  # the step's nodes (each microbatch's pass): what `shapes` is built from, when rows need it
     layer: np.ndarray
     role: np.ndarray
     name: np.ndarray
@@ -41,6 +42,11 @@ class PhaseModel:
     sync: np.ndarray  # bool per node: joins the tp group (an HCCL task or an MC2 kernel): ends with its slowest rank
     receive: np.ndarray  # bool per node: a pipeline Receive (ends when the previous stage's Send has)
     send: np.ndarray  # bool per node: a pipeline Send
+
+    @cached_property
+    def shapes(self) -> ShapeColumns:
+        """Shape and dtype strings (built on first use: a summary-only run never needs them)."""
+        return ShapeColumns(self.shape_nodes)
 
     @property
     def n_nodes(self) -> int:

@@ -14,6 +14,37 @@ if TYPE_CHECKING:
     from atbprof.sim.models import RankTimes, TimedChunk
 
 
+SUMMARY_COLUMNS = frozenset(
+    {"rank", "step", "microbatch", "role", "op_type", "bound", "task_start_ns", "task_dur_ns"}
+    | {"host_launch_dur_ns", "vec_time_ns"}
+)
+"""What the run summary reads of the op rows (sim/summary.py): a summary-only run builds just these."""
+
+
+def summary_columns(tc: TimedChunk, rt: RankTimes, d: dict[str, pa.Array]) -> dict[str, pa.Array]:
+    """The SUMMARY_COLUMNS of one rank class's rows of the chunk (but `rank`): no shapes, no pipes but vec."""
+    pm, k = tc.pm, len(tc.chunk.steps)
+    rows = k * pm.n_nodes
+    take = (pm.sig[None, :].repeat(k, axis=0), np.broadcast_to(np.arange(k)[:, None], (k, pm.n_nodes)))
+    dflat = rt.dur.ravel()
+    vec = np.rint(tc.costs.pipes["vec"][take]).astype(np.int64).ravel()
+    scale = dflat / np.maximum(tc.dur_f.ravel(), 1e-9)
+    return {
+        "step": pa.array(np.repeat(tc.chunk.steps.astype(np.int32), pm.n_nodes)),
+        "microbatch": pa.array(np.tile(pm.microbatch, k)),
+        "role": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.role, k)), d["role"]),
+        "op_type": pa.DictionaryArray.from_arrays(pa.array(np.tile(pm.op_type, k)), d["optype"]),
+        "bound": pa.DictionaryArray.from_arrays(pa.array(tc.costs.bound[take].astype(np.int32).ravel()), d["bound"]),
+        "task_start_ns": pa.array(rt.start.ravel()),
+        "task_dur_ns": pa.array(dflat),
+        "host_launch_dur_ns": pa.array(
+            tc.disp.ravel() if tc.disp is not None else np.zeros(rows, np.int64),
+            mask=None if tc.disp is not None else np.ones(rows, bool),
+        ),
+        "vec_time_ns": pa.array(np.minimum(np.rint(vec * scale).astype(np.int64), dflat)),
+    }
+
+
 def shared_columns(tc: TimedChunk, d: dict[str, pa.Array]) -> dict[str, pa.Array]:
     """The columns every rank of the chunk has in common (what ran, not when)."""
     plan, chunk, pm, values, costs, op_index = tc.plan, tc.chunk, tc.pm, tc.values, tc.costs, tc.op_index

@@ -8,6 +8,7 @@ without one Python object per op.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -15,12 +16,13 @@ import pyarrow as pa
 from atbprof.config.models import RunConfig
 from atbprof.device.kernels import BOUND_NAMES, TASK_TYPES, KernelCosts, evaluate_costs, signatures
 from atbprof.device.spec import DeviceSpec, load_device
-from atbprof.errors import ConfigError
+from atbprof.errors import ConfigError, DoesNotFitError
 from atbprof.fusion import FusionContext, FusionResult, apply_fusion, load_rules
 from atbprof.fusion.rules import Rule
 from atbprof.graph.builder import build_graph
 from atbprof.graph.dims import ModelDims, resolve_model
 from atbprof.graph.expr import basis_values
+from atbprof.graph.nodes import Graph
 from atbprof.optable.schema import OPS_SCHEMA, STEPS_SCHEMA
 from atbprof.parallel.collectives import COMM_STREAM, insert_collectives
 from atbprof.parallel.pipeline import stage_graph
@@ -29,8 +31,7 @@ from atbprof.sim.deployment_clock import DeploymentClock
 from atbprof.sim.memory import MemoryEstimate, StageShare, does_not_fit, estimate_memory
 from atbprof.sim.models import Dictionaries, PhaseModel, RankTimes, StageModel, TimedChunk
 from atbprof.sim.rank_split import RankSplit
-from atbprof.sim.rows import shared_columns, time_columns
-from atbprof.sim.shapes import ShapeColumns
+from atbprof.sim.rows import shared_columns, summary_columns, time_columns
 from atbprof.sim.steps import PHASES, StepPlan, plan_steps
 from atbprof.sim.timeline import HostModel
 
@@ -128,6 +129,18 @@ def _numbered_per_pass(comm_names: list[str], names: list[str]) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=8)
+def _model_graph(dims: ModelDims) -> Graph:
+    """One rank's model graph with its collectives (cached: the fusion passes remember their results per graph
+    object, so a sweep's points of one model reuse them)."""
+    return insert_collectives(build_graph(dims), dims)
+
+
+@lru_cache(maxsize=32)
+def _stage_graph(dims: ModelDims, stage: int, bounds: tuple[tuple[int, int], ...]) -> Graph:
+    return stage_graph(_model_graph(dims), stage, bounds)
+
+
 class Simulation:
     """Everything resolved from a config; `batches()` streams the op table."""
 
@@ -150,13 +163,12 @@ class Simulation:
         self.batch_rows = batch_rows  # rows per streamed batch (whole steps): bounds memory
         self.kv_cache_len = _fixed_cache_len(cfg, full)
         self.plans: list[StepPlan] = plan_steps(cfg.workload.prompt_len, cfg.workload.decode_tokens, self.kv_cache_len)
-        model = insert_collectives(build_graph(self.dims), self.dims)
-        self.base_ops_per_step = len(model.nodes)
+        self.base_ops_per_step = len(_model_graph(self.dims).nodes)
         m = self.parallel.microbatches
         self.micro_batch = cfg.workload.batch_size // m  # sequences per microbatch (the batch without stages)
         fused: list[dict[str, FusionResult]] = []
         for s in range(self.parallel.pp):
-            base = stage_graph(model, s, self.parallel.stage_bounds)
+            base = _stage_graph(self.dims, s, self.parallel.stage_bounds)
             fused.append({})
             for plan in self.plans:
                 ctx = FusionContext(
@@ -237,7 +249,7 @@ class Simulation:
         # the stage that needs the most (the first one of a tie)
         self.memory: MemoryEstimate = max(estimates, key=lambda e: (e.total_gb, -e.stage))
         if not self.memory.fits and not cfg.device.ignore_capacity:
-            raise ConfigError(
+            raise DoesNotFitError(
                 does_not_fit(
                     self.memory,
                     self.device.name,
@@ -245,7 +257,8 @@ class Simulation:
                     self.kv_cache_len or w.prompt_len + w.decode_tokens,
                     cfg.parallel.tp,
                     cfg.parallel.pp,
-                )
+                ),
+                self.memory,
             )
 
     def _phase_model(self, phase: str, res: FusionResult, passes: int) -> PhaseModel:
@@ -269,7 +282,7 @@ class Simulation:
             passes=passes,
             sig=rep(sig),
             reps=reps,
-            shapes=ShapeColumns(nodes * passes),
+            shape_nodes=nodes * passes,
             layer=rep(np.array([x.layer for x in nodes], dtype=np.int32)),
             role=rep(self.dicts.index([x.role for x in nodes], self.dicts.roles)),
             name=self.dicts.index(names, self.dicts.names),
@@ -381,6 +394,22 @@ class Simulation:
         for _ in self._timed_chunks():
             pass
         return self.steps_table()
+
+    def summary_batches(self) -> Iterator[pa.RecordBatch]:
+        """What `batches(only_ranks=stage_leaders())` gives, with only the columns the run summary reads (sim/rows.py
+        SUMMARY_COLUMNS): a summary-only run (a sweep's point) skips building the rest."""
+        leaders = self.parallel.stage_leaders()
+        for tcs in self._timed_chunks():
+            for tc in tcs:
+                for rt in sorted(tc.ranks, key=lambda r: int(r.cls.ranks[0])):
+                    wanted = rt.cls.ranks[np.isin(rt.cls.ranks, leaders)]
+                    if not len(wanted):
+                        continue
+                    arrays = summary_columns(tc, rt, self._dicts_arrays)
+                    rows = len(arrays["step"])
+                    for r in wanted:
+                        arrays["rank"] = pa.array(np.full(rows, r, dtype=np.int32))
+                        yield pa.RecordBatch.from_pydict(arrays)
 
     def batches(self, only_ranks: list[int] | None = None) -> Iterator[pa.RecordBatch]:
         """The op table in batches of whole steps: per chunk, stage by stage, each rank's rows (in rank order);

@@ -44,9 +44,17 @@ def _row(rank: int, step_us: float, slow: bool = False) -> RankRow:
         0.0,
     )
     return RankRow.model_construct(
-        rank=rank, stage=0, complete=False, steps=1, step_source="none", slow=slow, slow_reason=None,
-        fusion_saving_us=None, stage_us=step_us, **split,
-    )  # fmt: skip
+        rank=rank,
+        stage=0,
+        complete=False,
+        steps=1,
+        step_source="none",
+        slow=slow,
+        slow_reason=None,
+        fusion_saving_us=None,
+        stage_us=step_us,
+        **split,
+    )
 
 
 def test_a_large_cluster_shows_its_slow_ranks_and_longest_steps() -> None:

@@ -1,0 +1,206 @@
+"""`atbprof sweep`: every point of a sweep simulated (summary-only unless --keep-runs) in a local process pool or
+on Ray, each kept as it finishes (sweep/progress.py) so an interrupted sweep resumes, then the results written
+as one directory: sweep.parquet, sweep.json (the spec and the report), the plots and report.html.
+
+Output directory (`--out`, default `sweeps/<name>`): replaced only when it is a sweep atbprof wrote and --force
+is given, by rename-aside then rename-in; it appears only complete."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from atbprof.errors import InputError
+from atbprof.sweep.compare import ClaimCheck, GainRow, claims, gains
+from atbprof.sweep.spec import Axis, Compare, SweepSpec, build_spec
+from atbprof.sweep.table import SWEEP_SCHEMA_VERSION, sweep_table
+
+PREVIEW_COLUMNS = ("fits", "decode_ms_per_token", "ttft_ms", "tokens_per_s", "memory.total_gb", "error")
+
+
+class PointError(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    point: int
+    at: dict[str, Any]
+    error: str
+    internal: bool = Field(description="an atbprof bug (the sweep exits 70 once written)")
+
+
+class SweepReport(BaseModel):
+    """`atbprof sweep --format json` (and sweep.json's `report`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: str = SWEEP_SCHEMA_VERSION
+    name: str
+    out: str
+    base: str
+    digest: str = Field(description="SHA-256 of the base config, fixed overrides and points")
+    points: int
+    ran: int = Field(description="points with figures")
+    not_fitting: int = Field(description="points that do not fit the device's HBM (a row saying so)")
+    failed: int = Field(description="points with another error (their rows say which)")
+    resumed: int = Field(description="points taken from an interrupted run of the same sweep")
+    axes: list[Axis]
+    compare: Compare | None
+    gains: list[GainRow] = Field(description="compare: per point of the other keys, the figure's gain")
+    claims: list[ClaimCheck] = Field(description="reference claims beside the model's gains")
+    errors: list[PointError]
+    rows: list[dict[str, Any]] = Field(description="per point: swept keys and " + ", ".join(PREVIEW_COLUMNS))
+    files: list[str]
+
+
+@dataclass
+class SweepResult:
+    spec: SweepSpec
+    report: SweepReport
+    table: pa.Table
+
+
+def run_sweep(
+    *,
+    config: Path | None,
+    spec_file: Path | None,
+    grid: list[str],
+    sets: list[str],
+    out: Path | None,
+    compare: str | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    keep_runs: bool = False,
+    force: bool = False,
+    on_point: Callable[[int, int], None] | None = None,
+) -> SweepResult:
+    """Build the sweep, run its points (resuming an interrupted run of it), write its directory."""
+    from atbprof.outputs.paths import check_output_dir
+    from atbprof.outputs.staging import staged_dir
+    from atbprof.scale.pool import check_workers, map_ordered
+    from atbprof.sweep.point import PointTask, run_point
+    from atbprof.sweep.progress import open_progress
+
+    check_workers(workers)
+    spec = build_spec(config, spec_file, grid, sets, compare, Path(out).name if out is not None else None)
+    out = Path(out) if out is not None else Path("sweeps") / spec.name
+    inputs = [Path(spec.base), *([spec_file] if spec_file else [])]
+    target = check_output_dir(out, "sweep", force=force, inputs=inputs)
+    digest = spec.digest()
+    n = len(spec.points)
+    with open_progress(target, digest, n, force) as progress:
+        done = progress.done()
+        resumed = len(done)
+        todo = [
+            PointTask(i, spec.base, tuple(spec.overrides(i)), str(progress.run_dir(i)) if keep_runs else None)
+            for i in range(n)
+            if i not in done
+        ]
+        try:
+            for outcome in map_ordered(run_point, todo, workers=workers, ray=ray):
+                progress.record(outcome)
+                done[outcome["point"]] = outcome
+                if on_point is not None:
+                    on_point(len(done), n)
+        except KeyboardInterrupt as err:
+            err.kept = (  # type: ignore[attr-defined]
+                f"{len(done)} of {n} points are kept in {progress.root}; run the same command again to go on"
+            )
+            raise
+        outcomes = [done[i] for i in range(n)]
+        table = sweep_table(spec, outcomes)
+        report = _report(spec, table, outcomes, str(target), digest, resumed)
+        result = SweepResult(spec, report, table)
+
+        def recheck() -> None:
+            check_output_dir(out, "sweep", force=force, inputs=inputs)
+
+        with staged_dir(target, "sweep", recheck) as tmp:
+            files = write_sweep(tmp, result, keep_runs and progress.root / "runs", shown_as=target)
+        report.files = files
+        progress.remove()
+    return result
+
+
+def _report(
+    spec: SweepSpec, table: pa.Table, outcomes: list[dict[str, Any]], out: str, digest: str, resumed: int
+) -> SweepReport:
+    g = gains(spec, table)
+    errors = [
+        PointError(point=o["point"], at=spec.points[o["point"]], error=o["error"], internal=bool(o.get("internal")))
+        for o in outcomes
+        if o.get("error")
+    ]
+    fits = table.column("fits").to_pylist()
+    errs = table.column("error").to_pylist()
+    wanted = [*spec.swept_keys(), *PREVIEW_COLUMNS]
+    rows = table.select([c for c in wanted if c in table.column_names]).to_pylist()
+    return SweepReport(
+        name=spec.name,
+        out=out,
+        base=spec.base,
+        digest=digest,
+        points=len(outcomes),
+        ran=sum(1 for e in errs if e is None),
+        not_fitting=sum(1 for f in fits if f is False),
+        failed=sum(1 for f, e in zip(fits, errs, strict=True) if e is not None and f is not False),
+        resumed=resumed,
+        axes=spec.axes,
+        compare=spec.compare,
+        gains=g,
+        claims=claims(spec, g),
+        errors=errors,
+        rows=[{"point": i, **r} for i, r in enumerate(rows)],
+        files=[],
+    )
+
+
+def write_sweep(root: Path, result: SweepResult, runs: Path | bool, shown_as: Path | None = None) -> list[str]:
+    """sweep.parquet, sweep.json, the plots and report.html into `root` (and the kept runs); the report names the
+    sweep's directory as `shown_as` (where `root` is renamed to)."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from atbprof.plots.api import figure_files
+    from atbprof.plots.targets import Target, sweep_plots
+    from atbprof.render.html import report_page
+    from atbprof.render.sweep import sections
+
+    pq.write_table(result.table, root / "sweep.parquet", compression="zstd")
+    doc = {
+        "generator": "atbprof",
+        "kind": "sweep",
+        "spec": result.spec.model_dump(mode="json"),
+        "report": result.report.model_dump(mode="json", exclude={"out", "files", "resumed"}),
+    }
+    (root / "sweep.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    plots = sweep_plots(result)
+    (root / "plots").mkdir()
+    for name, data in figure_files(plots, "png").items():
+        (root / "plots" / name).write_bytes(data)
+    shown = Path((shown_as or root).name)  # the page lives in the directory: its name, not where it was made
+    page_report = result.report.model_copy(update={"resumed": 0})  # how it got done is not in the files
+    target = Target("sweep", result.spec.name, [shown], plots, lambda: sections(page_report))
+    (root / "report.html").write_bytes(report_page(target))
+    if isinstance(runs, Path) and runs.is_dir():
+        shutil.move(str(runs), str(root / "runs"))
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def read_sweep(path: Path) -> SweepResult:
+    """A sweep directory atbprof wrote (for plot and report)."""
+    import pyarrow.parquet as pq
+
+    from atbprof.inputs import read_bytes
+
+    try:
+        doc = orjson.loads(read_bytes(path / "sweep.json", 1 << 28))
+        spec = SweepSpec.model_validate(doc["spec"])
+        report = SweepReport.model_validate({**doc["report"], "out": str(path), "files": [], "resumed": 0})
+        table = pq.read_table(path / "sweep.parquet")
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise InputError(f"{path}: not a sweep directory atbprof wrote ({err}); run `atbprof sweep` again") from None
+    return SweepResult(spec, report, table)
