@@ -134,6 +134,7 @@ def test_run_json_matches_golden(tmp_path: Path) -> None:
     doc.pop("out_dir")
     assert doc.pop("next_commands") == [
         f"atbprof analyze {out}",
+        f"atbprof report {out} --out {out}.html",
         f"atbprof open {out}",
         f"atbprof run --config {TINY} --fusion none --out {out}-unfused",
         f"atbprof diff {out}-unfused {out}",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -361,6 +363,7 @@ def _next_commands(profile: Profile, findings: list[Finding], ours: bool) -> lis
             "(this run again, with those rules: --config takes a run directory)",
             f"atbprof analyze {path}-fused",
         ]
+    report = f"atbprof report {path} --out {Path(path).name}-report.html   (one page: summary, figures, tables)"
     if ours:
-        return [f"atbprof open {path}   (the trace in https://ui.perfetto.dev)"]
-    return [f"atbprof analyze {path} --format md > norm-analysis.md   (the same report as Markdown)"]
+        return [f"atbprof open {path}   (the trace in https://ui.perfetto.dev)", report]
+    return [f"atbprof analyze {path} --format md > norm-analysis.md   (the same report as Markdown)", report]

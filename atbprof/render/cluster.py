@@ -135,6 +135,8 @@ def sections(report: ClusterReport, top: int = 10) -> list[Section]:
         out.append(Section("trace", lines=lines + ([t.note] if t.note else [])))
     out += [Section("warning", lines=report.warnings)] if report.warnings else []
     out.append(Section("notes", lines=report.notes))
+    name = src.path.rstrip("/").rsplit("/", 1)[-1]
+    out.append(Section("next", lines=[f"atbprof report {src.path} --out {name}-report.html   (figures and tables)"]))
     return out
 
 

@@ -179,6 +179,7 @@ def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Se
             lines=[
                 f"atbprof diff {a} {b} --trace diff.json.gz   (both runs side by side in https://ui.perfetto.dev)",
                 f"atbprof diff {a} {b} --by layer   (or category, role, shape)",
+                f"atbprof report {a} {b} --out diff-report.html   (one page: the figures and these tables)",
             ],
         )
     )

@@ -23,6 +23,7 @@ def next_commands(result: RunResult, config: Path | None = None) -> list[tuple[s
 
     out = result.out_dir
     cmds = [(f"atbprof analyze {out}", "unfused norms, latency breakdown, what fusing saves")]
+    cmds.append((f"atbprof report {out} --out {out}.html", "one page: summary, figures and tables"))
     trace = next((name for name in RUN_TRACE_FILES if name in result.files), None)
     if trace:
         cmds.append((f"atbprof open {out}", f"loads {trace} in the Perfetto UI"))

@@ -107,7 +107,20 @@ def override(key: str, value: Any) -> str:
         except YamlSyntaxError:
             same = False
         return f"{key}={value}" if same else f"{key}={_yaml_quoted(value)}"
+    if isinstance(value, float):
+        return f"{key}={_yaml_float(value)}"
     return f"{key}={orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()}"
+
+
+def _yaml_float(x: float) -> str:
+    """A float as YAML 1.1 reads it back as one: a dot in the mantissa and a signed exponent (`1.0e-09`)."""
+    text = repr(x)
+    mantissa, e, exponent = text.partition("e")
+    if "." not in mantissa and mantissa.lstrip("-").isdigit():
+        mantissa += ".0"
+    if e and exponent[:1] not in "+-":
+        exponent = "+" + exponent
+    return mantissa + (f"e{exponent}" if e else "")
 
 
 def _yaml_quoted(text: str) -> str:

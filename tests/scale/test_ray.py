@@ -24,6 +24,7 @@ from atbprof.run import run_simulation
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (the `ray` extra)")
 RAY_BIN = Path(sys.executable).parent / "ray"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
@@ -94,6 +95,24 @@ def test_the_cli_runs_a_cluster_on_ray(ray_head: str, sim_cluster: Path) -> None
     out = CliRunner().invoke(app, ["analyze", str(sim_cluster), "--ray", ray_head, "--format", "json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["cluster"]["slow_ranks"] == [5]
+
+
+def test_a_sweep_on_ray_gives_exactly_the_local_sweep(ray_head: str, tmp_path: Path) -> None:
+    from atbprof.sweep.api import run_sweep
+
+    args = {
+        "config": ROOT / "fixtures" / "seed000-baseline.yaml",
+        "spec_file": None,
+        "grid": ["workload.batch_size=1,4,8", "fusion=seed000-baseline,seed000-lnfused"],
+        "sets": ["workload.decode_tokens=4", "workload.prompt_len=8192"],  # batch 4 and 8 do not fit: rows
+    }
+    local = run_sweep(**args, out=tmp_path / "local" / "s", workers=0)  # type: ignore[arg-type]
+    remote = run_sweep(**args, out=tmp_path / "ray" / "s", ray=ray_head)  # type: ignore[arg-type]
+    assert remote.report.not_fitting == local.report.not_fitting == 4  # batch 4 and 8 at 8192 on 32 GB
+    files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*") if p.is_file())
+    assert files and files == sorted(p.relative_to(tmp_path / "ray") for p in (tmp_path / "ray").rglob("*") if p.is_file())
+    for rel in files:  # sweep.parquet, sweep.json, the plots and the report: byte for byte
+        assert (tmp_path / "local" / rel).read_bytes() == (tmp_path / "ray" / rel).read_bytes(), rel
 
 
 def test_no_ray_head_is_one_clear_message(sim_cluster: Path) -> None:
