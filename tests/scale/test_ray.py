@@ -109,8 +109,12 @@ def test_a_sweep_on_ray_gives_exactly_the_local_sweep(ray_head: str, tmp_path: P
     local = run_sweep(**args, out=tmp_path / "local" / "s", workers=0)  # type: ignore[arg-type]
     remote = run_sweep(**args, out=tmp_path / "ray" / "s", ray=ray_head)  # type: ignore[arg-type]
     assert remote.report.not_fitting == local.report.not_fitting == 4  # batch 4 and 8 at 8192 on 32 GB
-    files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*") if p.is_file())
-    assert files and files == sorted(p.relative_to(tmp_path / "ray") for p in (tmp_path / "ray").rglob("*") if p.is_file())
+
+    def files_of(root: Path) -> list[Path]:
+        return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
+
+    files = files_of(tmp_path / "local")
+    assert files and files == files_of(tmp_path / "ray")
     for rel in files:  # sweep.parquet, sweep.json, the plots and the report: byte for byte
         assert (tmp_path / "local" / rel).read_bytes() == (tmp_path / "ray" / rel).read_bytes(), rel
 

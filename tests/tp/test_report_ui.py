@@ -75,9 +75,9 @@ def test_the_pages_load_in_chromium_with_their_figures_drawn(pages: dict[str, Pa
                 page = context.new_page()
                 errors: list[str] = []
                 requests: list[str] = []
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.on("request", lambda r: requests.append(r.url))
+                page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+                page.on("request", lambda r, requests=requests: requests.append(r.url))
                 page.goto(path.as_uri(), wait_until="load")
                 assert errors == [], (kind, errors)
                 assert [u for u in requests if not u.startswith("data:")] == [path.as_uri()], (kind, requests)
