@@ -37,12 +37,14 @@ format: venv
 bench: venv
 	$(BIN)/python scripts/bench_run.py
 	$(BIN)/python scripts/bench_fidelity.py
+	$(BIN)/python scripts/bench_sweep.py
 
 calibrate: venv
 	$(BIN)/python scripts/calibrate.py --sweep
 
 examples: venv
 	$(BIN)/python scripts/make_examples.py
+	$(BIN)/python scripts/make_figures.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

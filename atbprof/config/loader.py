@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +28,25 @@ ATB_ALWAYS = ("norm_kernel",)  # ATB never runs a decomposed norm chain
 
 
 def _read_yaml(path: Path, hint: str = "pass an existing YAML file to --config") -> YamlDoc:
-    if not path.exists() and not path.is_symlink():
-        raise ConfigError(f"{path}: no such file; {hint}")
-    return read_yaml(path)
+    """The YAML document at `path` (a fresh copy: callers change it), parsed once per file version: a sweep loads
+    its base config for every point."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file; {hint}") from None
+    except OSError:
+        return read_yaml(path)  # its own message
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, st.st_ino)
+    doc = _PARSED.get(key)
+    if doc is None:
+        doc = read_yaml(path)
+        if len(_PARSED) >= 64:
+            _PARSED.clear()
+        _PARSED[key] = doc
+    return YamlDoc(copy.deepcopy(doc.data), doc.lines)
+
+
+_PARSED: dict[tuple[object, ...], YamlDoc] = {}
 
 
 def parse_overrides(items: list[str]) -> list[tuple[tuple[str, ...], Any]]:
@@ -39,11 +57,17 @@ def parse_overrides(items: list[str]) -> list[tuple[tuple[str, ...], Any]]:
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set workload.batch_size=32")
         try:
-            value = parse_yaml(raw, f"--set {item}").data if raw.strip() else ""
+            value = copy.deepcopy(_override_value(raw, item)) if raw.strip() else ""
         except YamlSyntaxError:
             value = raw  # not YAML: the text as it is (bounds and duplicate keys still refuse)
         parsed.append((tuple(key.strip().split(".")), value))
     return parsed
+
+
+@lru_cache(maxsize=4096)
+def _override_value(raw: str, item: str) -> Any:
+    """A --set value parsed as YAML (remembered: a sweep parses the same values for many points; callers copy)."""
+    return parse_yaml(raw, f"--set {item}").data
 
 
 def _apply(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:

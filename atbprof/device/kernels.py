@@ -11,6 +11,7 @@ over HBM bandwidth or its FLOPs over peak (tested for every op of every run).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from atbprof.device.collectives import CommGroups, collective_ns, transit_bytes
 from atbprof.device.spec import DeviceSpec
 from atbprof.graph.expr import BASIS, Lin
+from atbprof.graph.memo import NodeMemo
 from atbprof.graph.nodes import Graph, Node
 from atbprof.optable.schema import PIPES
 
@@ -86,34 +88,26 @@ def _sig_of(node: Node) -> tuple[object, ...]:
     return key
 
 
-_GRAPH_SIGS: dict[tuple[int, ...], tuple[tuple[Node, ...], np.ndarray, list[Node]]] = {}
-
-
 def signatures(graph: Graph) -> tuple[np.ndarray, list[Node]]:
-    """(node -> signature index, one representative node per signature); remembered per node sequence (the
-    nodes kept beside it), as fused graphs are shared between a sweep's points."""
-    key = tuple(map(id, graph.nodes))
-    hit = _GRAPH_SIGS.get(key)
-    if hit is not None:
-        return hit[1].copy(), list(hit[2])
-    if len(_GRAPH_SIGS) >= 64:
-        _GRAPH_SIGS.clear()
-    out, reps = _signatures(graph)
-    _GRAPH_SIGS[key] = (tuple(graph.nodes), out, reps)
+    """(node -> signature index, one representative node per signature); remembered per node sequence."""
+    out, reps = _GRAPH_SIGS(graph.nodes)
     return out.copy(), list(reps)
 
 
-def _signatures(graph: Graph) -> tuple[np.ndarray, list[Node]]:
+def _signatures(nodes: Sequence[Node]) -> tuple[np.ndarray, list[Node]]:
     index: dict[tuple[object, ...], int] = {}
     reps: list[Node] = []
-    out = np.empty(len(graph.nodes), dtype=np.int32)
-    for i, n in enumerate(graph.nodes):
+    out = np.empty(len(nodes), dtype=np.int32)
+    for i, n in enumerate(nodes):
         key = _sig_of(n)
         if key not in index:
             index[key] = len(reps)
             reps.append(n)
         out[i] = index[key]
     return out, reps
+
+
+_GRAPH_SIGS = NodeMemo(_signatures)
 
 
 class _Evaluator:

@@ -148,19 +148,34 @@ def _scaled(work: Work, vec_scale: float) -> Work:
     return Work(work.unit, work.mm, work.vec_bytes * vec_scale, work.vec_flops, work.stream_bytes, work.kind)
 
 
-def _constraint(rule: Rule, ctx: FusionContext) -> str | None:
+def _constraint_kind(rule: Rule, ctx: FusionContext) -> str | None:
+    """Which of `_constraint`'s checks switches the rule off (None: none does)."""
     if rule.phases and ctx.phase not in rule.phases:
-        return f"applied in {', '.join(rule.phases)} only"
+        return "phase"
     if rule.dtypes and ctx.dtype not in rule.dtypes:
-        return f"the fused kernel supports {', '.join(rule.dtypes)}, not {ctx.dtype}"
+        return "dtype"
     if rule.max_seq and ctx.seq_len > ctx.softmax_fusion_max_seq:
+        return "max_seq"
+    if rule.static_shape and ctx.shape_buckets is not None and ctx.tokens not in ctx.shape_buckets:
+        return "static_shape"
+    return None
+
+
+def _constraint(rule: Rule, ctx: FusionContext) -> str | None:
+    """Why the rule is switched off in `ctx`, in words (None: it is not)."""
+    kind = _constraint_kind(rule, ctx)
+    if kind == "phase":
+        return f"applied in {', '.join(rule.phases)} only"
+    if kind == "dtype":
+        return f"the fused kernel supports {', '.join(rule.dtypes)}, not {ctx.dtype}"
+    if kind == "max_seq":
         return (
             f"sequence length {ctx.seq_len} > fusion.softmax_fusion_max_seq {ctx.softmax_fusion_max_seq} "
             "(softmax fusion overflows in fp16 on long sequences, seed 002 pitfall 1)"
         )
-    if rule.static_shape and ctx.shape_buckets is not None and ctx.tokens not in ctx.shape_buckets:
+    if kind == "static_shape":
         return (
-            f"{ctx.tokens} tokens per step is outside the compiled shape buckets {list(ctx.shape_buckets)} "
+            f"{ctx.tokens} tokens per step is outside the compiled shape buckets {list(ctx.shape_buckets or ())} "
             "(the fused kernel falls back, seed 002 pitfall 3)"
         )
     return None
@@ -410,7 +425,8 @@ def apply_fusion(graph: Graph, rules: list[Rule], ctx: FusionContext) -> FusionR
     snap = _longest_prefix(graph, rules, ctx)
     if snap is not None:
         start, g = len(snap.rules), snap.graph
-        result = FusionResult(graph, dict(snap.fired), list(snap.near_misses), dict(snap.disabled))
+        near, disabled = _retexted(snap, ctx)
+        result = FusionResult(graph, dict(snap.fired), near, disabled)
     for i in range(start, len(rules)):
         rule = rules[i]
         g = _siblings(rule, g, ctx, result) if rule.kind == "siblings" else _chain(rule, g, ctx, result)
@@ -447,10 +463,24 @@ class _Prefix:
 
 
 def _prefix_key(graph: Graph, ctx: FusionContext, rules: Sequence[Rule]) -> tuple[object, ...]:
-    """A pass sees its context only through the phase, the SoC and each rule's constraint (`_constraint`): two
-    contexts that agree on those give the same graph, so a sweep over batch sizes and prompt lengths reuses it."""
-    constraints = tuple(_constraint(r, ctx) for r in rules)
-    return (id(graph), ctx.phase, ctx.soc_version, ctx.dtype, tuple(map(id, rules)), constraints)
+    """A pass sees its context only through the phase, the SoC and which constraint, if any, switches each rule off
+    (`_constraint`; its text, which names the sequence length, is put right on a hit: `_retexted`): two contexts
+    that agree on those give the same graph, so a sweep over batch sizes and prompt lengths reuses it."""
+    kinds = tuple(_constraint_kind(r, ctx) for r in rules)
+    return (id(graph), ctx.phase, ctx.soc_version, ctx.dtype, tuple(map(id, rules)), kinds)
+
+
+def _retexted(snap: _Prefix, ctx: FusionContext) -> tuple[list[NearMiss], dict[str, str]]:
+    """The snapshot's near misses and switched-off rules with each constraint's text as `ctx` words it."""
+    near, disabled = list(snap.near_misses), dict(snap.disabled)
+    for rule in snap.rules:
+        old, new = _constraint(rule, snap.ctx), _constraint(rule, ctx)
+        if old is None or new is None or old == new:
+            continue
+        near = [replace(m, reason=new) if m.rule == rule.name and m.reason == old else m for m in near]
+        if disabled.get(rule.name) == old:
+            disabled[rule.name] = new
+    return near, disabled
 
 
 _PREFIXES: OrderedDict[tuple[object, ...], _Prefix] = OrderedDict()

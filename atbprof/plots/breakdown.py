@@ -11,8 +11,10 @@ ROWS = ("attention", "ffn", "other")
 LABELS = {"attention": "Attention (with its norm)", "ffn": "FFN (with its norm)", "other": "other"}
 
 
-def breakdown_plot(sides: list[dict[str, Any]], title: str = "Decode latency per token") -> Plot:
-    """`sides`: per bar {label, rows: {attention, ffn, other} ms/token, norm_ms (or None)}."""
+def breakdown_plot(
+    sides: list[dict[str, Any]], title: str = "Decode latency per token", unit: str = "ms per decode token"
+) -> Plot:
+    """`sides`: per bar {label, rows: {attention, ffn, other} ms/token, norm_ms (or None)}; `unit` labels the axis."""
     names = [r for r in ROWS if any(r in s["rows"] for s in sides)]
     names += sorted({r for s in sides for r in s["rows"]} - set(names))
     data = {
@@ -23,9 +25,10 @@ def breakdown_plot(sides: list[dict[str, Any]], title: str = "Decode latency per
                 "norm_ms": None if s.get("norm_ms") is None else round(float(s["norm_ms"]), 4),
             }
             for s in sides
-        ]
+        ],
+        "unit": unit,
     }
-    return Plot("breakdown", title, data, _draw, size=(3.2 + 1.6 * len(sides), 4.6))
+    return Plot("breakdown", title, data, _draw, size=(max(5.6, 3.2 + 1.6 * len(sides)), 4.6))
 
 
 def _draw(fig: Any, theme: Theme, data: dict[str, Any]) -> None:
@@ -51,7 +54,7 @@ def _draw(fig: Any, theme: Theme, data: dict[str, Any]) -> None:
             text += f"\n{(total - base) / base * 100:+.1f} %"
         ax.text(j, bottom[j] + 0.02 * top, text, ha="center", va="bottom", color=theme.fg, fontsize=9)
     ax.set_xticks(x, [_label(s) for s in sides], color=theme.fg)
-    ax.set_ylabel("ms per decode token")
+    ax.set_ylabel(data["unit"])
     ax.set_ylim(0, top * 1.22)
     ax.legend(loc="upper center", ncols=3, frameon=False, labelcolor=theme.fg, fontsize=8, bbox_to_anchor=(0.5, 1.0))
 

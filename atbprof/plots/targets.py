@@ -91,15 +91,17 @@ def op_groups(ops_path: Path) -> list[dict[str, Any]]:
 
     cols = ["op_type", "phase", "flops", "hbm_read_bytes", "hbm_write_bytes", "task_dur_ns", "rank"]
     table = pq.read_table(ops_path, columns=cols)
-    table = table.filter(pc.equal(table.column("rank"), 0)) if table.num_rows else table
+    if table.num_rows and (pc.max(table.column("rank")).as_py() or 0) > 0:
+        table = table.filter(pc.equal(table.column("rank"), 0))
     table = table.append_column(
         "bytes", pc.add(table.column("hbm_read_bytes").fill_null(0), table.column("hbm_write_bytes").fill_null(0))
     )
-    table = table.set_column(0, "op_type", table.column("op_type").cast("string"))
-    table = table.set_column(1, "phase", table.column("phase").cast("string"))
+    # grouped on the dictionary codes (no string per row); the few groups are decoded after
     agg = table.group_by(["op_type", "phase"], use_threads=False).aggregate(
         [("flops", "sum"), ("bytes", "sum"), ("task_dur_ns", "sum"), ("task_dur_ns", "count")]
     )
+    agg = agg.set_column(agg.schema.get_field_index("op_type"), "op_type", agg.column("op_type").cast("string"))
+    agg = agg.set_column(agg.schema.get_field_index("phase"), "phase", agg.column("phase").cast("string"))
     agg = agg.sort_by([("op_type", "ascending"), ("phase", "ascending")])
     return [
         {
@@ -188,7 +190,7 @@ def _diff_target(base: Path, new: Path, top: int) -> Target:
             {"label": report.base.name, "rows": {c.name: c.base_ms for c in report.categories}, "norm_ms": None},
             {"label": report.new.name, "rows": {c.name: c.new_ms for c in report.categories}, "norm_ms": None},
         ]
-        plots.append(breakdown_plot(sides, "Time per step by category"))
+        plots.append(breakdown_plot(sides, "Time per step by category", "ms per step (per token in decode)"))
     base_ms = sum(r.base_us for r in report.rows) / 1e3
     new_ms = sum(r.new_us for r in report.rows) / 1e3
     rows = [{"name": r.name, "classification": r.classification, "delta_ms": r.delta_us / 1e3} for r in report.rows]
@@ -269,8 +271,11 @@ def _profile_target(path: Path, top: int) -> Target:
     phase = next((p for p in b.phases if p.phase == b.scope), b.phases[0] if b.phases else None)
     plots = []
     if phase is not None and phase.categories:
-        side = {"label": f"{path.name} ({phase.phase})", "rows": {c.name: c.per_step_ms for c in phase.categories}}
-        plots.append(breakdown_plot([side], f"Time per {phase.phase} step by category: {path.name}"))
+        side = {
+            "label": f"{path.name} ({phase.phase} steps)",
+            "rows": {c.name: c.per_step_ms for c in phase.categories},
+        }
+        plots.append(breakdown_plot([side], "Time per step by category", "ms per step"))
 
     def sections() -> list[Section]:
         from atbprof.render.analyze import sections as analysis_sections

@@ -19,7 +19,7 @@ one that does not fit here cannot run.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +27,8 @@ from pydantic import BaseModel
 
 from atbprof.graph.dims import ModelDims
 from atbprof.graph.expr import BASIS, basis_values
-from atbprof.graph.nodes import Graph
+from atbprof.graph.memo import NodeMemo
+from atbprof.graph.nodes import Graph, Node
 
 GB = 1e9
 
@@ -65,21 +66,9 @@ class _Working:
 
     def __init__(self, graphs: dict[str, Graph], tile_bytes: float) -> None:
         self.tile_bytes = tile_bytes
-        self.phases: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for phase, graph in graphs.items():
-            work = np.zeros((len(graph.nodes), len(BASIS)))
-            space = np.zeros((len(graph.nodes), len(BASIS)))
-            masks = [BASIS.index("TL"), BASIS.index("TKV")]
-            for i, n in enumerate(graph.nodes):
-                for e in n.inputs:
-                    # a fused attention kernel takes a compressed causal mask, not the eager S x S one
-                    if not (n.rule and e.producer < 0 and e.tensor.nbytes.coef[masks].any()):
-                        work[i] += e.tensor.nbytes.coef
-                for t in n.outputs:
-                    work[i] += t.nbytes.coef
-                for h in n.handoff:
-                    space[i] += h.coef
-            self.phases[phase] = (work, space)
+        self.phases: dict[str, tuple[np.ndarray, np.ndarray]] = {
+            phase: _coefficients(graph) for phase, graph in graphs.items()
+        }
 
     def peak(self, phase: str, batch: int, sq: int, skv: int, attend: int) -> tuple[float, float]:
         values = basis_values(batch, np.array([sq]), np.array([skv]), np.array([attend])).astype(np.float64)[:, 0]
@@ -87,6 +76,32 @@ class _Working:
         # a fused kernel exchanges tiles, not whole tensors: at most `tile_bytes` in flight in its GM workspace
         space_max = float(np.minimum(space @ values, self.tile_bytes).max(initial=0.0))
         return float((work @ values).max(initial=0.0)), space_max
+
+
+def _coefficients(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """(working set, workspace) coefficients per node of `graph` (remembered per node sequence)."""
+    return _COEFFICIENTS(graph.nodes)
+
+
+def _node_coefficients(nodes: Sequence[Node]) -> tuple[np.ndarray, np.ndarray]:
+    work = np.zeros((len(nodes), len(BASIS)))
+    space = np.zeros((len(nodes), len(BASIS)))
+    masks = [BASIS.index("TL"), BASIS.index("TKV")]
+    for i, n in enumerate(nodes):
+        for e in n.inputs:
+            # a fused attention kernel takes a compressed causal mask, not the eager S x S one
+            if not (n.rule and e.producer < 0 and e.tensor.nbytes.coef[masks].any()):
+                work[i] += e.tensor.nbytes.coef
+        for t in n.outputs:
+            work[i] += t.nbytes.coef
+        for h in n.handoff:
+            space[i] += h.coef
+    work.flags.writeable = False  # shared between runs
+    space.flags.writeable = False
+    return work, space
+
+
+_COEFFICIENTS = NodeMemo(_node_coefficients)
 
 
 def _kv_bytes(d: ModelDims, batch: int, context: int, share: StageShare | None = None) -> float:

@@ -7,7 +7,8 @@ without one Python object per op.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -22,7 +23,8 @@ from atbprof.fusion.rules import Rule
 from atbprof.graph.builder import build_graph
 from atbprof.graph.dims import ModelDims, resolve_model
 from atbprof.graph.expr import basis_values
-from atbprof.graph.nodes import Graph
+from atbprof.graph.memo import NodeMemo
+from atbprof.graph.nodes import Graph, Node
 from atbprof.optable.schema import OPS_SCHEMA, STEPS_SCHEMA
 from atbprof.parallel.collectives import COMM_STREAM, insert_collectives
 from atbprof.parallel.pipeline import stage_graph
@@ -141,6 +143,42 @@ def _stage_graph(dims: ModelDims, stage: int, bounds: tuple[tuple[int, int], ...
     return stage_graph(_model_graph(dims), stage, bounds)
 
 
+@dataclass(frozen=True)
+class _NodeFacts:
+    """What a phase model takes from its nodes alone (remembered per node sequence: graph/memo.py)."""
+
+    layer: np.ndarray
+    stream: np.ndarray
+    comm: np.ndarray  # an HCCL task
+    sync: np.ndarray  # joins the tp group (an HCCL task or an MC2 kernel)
+    receive: np.ndarray
+    send: np.ndarray
+    roles: list[str]
+    names: list[str]
+    types: list[str]
+    fused_from: pa.Array
+
+
+def _node_facts(nodes: Sequence[Node]) -> _NodeFacts:
+    comm = np.array([x.stream == COMM_STREAM for x in nodes], dtype=bool)
+    kinds = np.array([next((w.kind for w in x.work if w.unit == "comm"), "") for x in nodes])
+    return _NodeFacts(
+        layer=np.array([x.layer for x in nodes], dtype=np.int32),
+        stream=np.array([x.stream for x in nodes], dtype=np.int32),
+        comm=comm,
+        sync=np.array([any(w.unit == "comm" for w in x.work) for x in nodes], dtype=bool),
+        receive=comm & (kinds == "Receive"),
+        send=comm & (kinds == "Send"),
+        roles=[x.role for x in nodes],
+        names=[x.op_name for x in nodes],
+        types=[x.op_type for x in nodes],
+        fused_from=pa.array([list(x.fused_from) for x in nodes], pa.list_(pa.string())),
+    )
+
+
+_NODE_FACTS = NodeMemo(_node_facts)
+
+
 class Simulation:
     """Everything resolved from a config; `batches()` streams the op table."""
 
@@ -184,14 +222,14 @@ class Simulation:
         self.dicts = Dictionaries()
         for stage in fused:
             for res in stage.values():
-                for n in res.graph.nodes:
-                    for value, table in (
-                        (n.role, self.dicts.roles),
-                        (n.op_name, self.dicts.names),
-                        (n.op_type, self.dicts.types),
-                    ):
-                        if value not in table:
-                            table.append(value)
+                f = _NODE_FACTS(res.graph.nodes)
+                for values, table in (
+                    (f.roles, self.dicts.roles),
+                    (f.names, self.dicts.names),
+                    (f.types, self.dicts.types),
+                ):
+                    known = set(table)
+                    table.extend(v for v in dict.fromkeys(values) if v not in known)  # first appearance order
         self.stages: list[StageModel] = [
             StageModel(
                 s, {phase: self._phase_model(phase, res, m) for phase, res in stage.items()}, self.parallel.comm[s]
@@ -265,13 +303,12 @@ class Simulation:
         """A stage's step of `phase`: its fused pass graph, the per-node arrays repeated for each microbatch."""
         nodes = res.graph.nodes
         sig, reps = signatures(res.graph)
+        f = _NODE_FACTS(nodes)
         n = len(nodes)
-        comm = np.array([x.stream == COMM_STREAM for x in nodes], dtype=bool)
-        kinds = [next((w.kind for w in x.work if w.unit == "comm"), "") for x in nodes]
         rep = lambda a: np.tile(a, passes)  # noqa: E731
-        names = [x.op_name for x in nodes] * passes
+        names = f.names * passes
         if passes > 1:  # HCCL numbers a communicator's tasks as they run: each microbatch's get their own names
-            names = _numbered_per_pass([x.op_name if c else "" for x, c in zip(nodes, comm, strict=True)], names)
+            names = _numbered_per_pass([x if c else "" for x, c in zip(f.names, f.comm, strict=True)], names)
             for name in names:
                 if name not in self.dicts.names:
                     self.dicts.names.append(name)
@@ -283,18 +320,18 @@ class Simulation:
             sig=rep(sig),
             reps=reps,
             shape_nodes=nodes * passes,
-            layer=rep(np.array([x.layer for x in nodes], dtype=np.int32)),
-            role=rep(self.dicts.index([x.role for x in nodes], self.dicts.roles)),
+            layer=rep(f.layer),
+            role=rep(self.dicts.index(f.roles, self.dicts.roles)),
             name=self.dicts.index(names, self.dicts.names),
-            op_type=rep(self.dicts.index([x.op_type for x in nodes], self.dicts.types)),
-            stream=rep(np.array([x.stream for x in nodes], dtype=np.int32)),
-            fused_from=pa.array([list(x.fused_from) for x in nodes] * passes, pa.list_(pa.string())),
+            op_type=rep(self.dicts.index(f.types, self.dicts.types)),
+            stream=rep(f.stream),
+            fused_from=f.fused_from if passes == 1 else pa.concat_arrays([f.fused_from] * passes),
             node_id=rep(np.arange(n, dtype=np.int32)),
             microbatch=np.repeat(np.arange(passes, dtype=np.int32), n),
-            comm=rep(comm),
-            sync=rep(np.array([any(w.unit == "comm" for w in x.work) for x in nodes], dtype=bool)),
-            receive=rep(comm & (np.array(kinds) == "Receive")),
-            send=rep(comm & (np.array(kinds) == "Send")),
+            comm=rep(f.comm),
+            sync=rep(f.sync),
+            receive=rep(f.receive),
+            send=rep(f.send),
         )
 
     # -- streaming --------------------------------------------------------------------------------------------

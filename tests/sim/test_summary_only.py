@@ -12,7 +12,7 @@ from atbprof.config import load_config
 from atbprof.device import kernels
 from atbprof.fusion.passes import forget_prefixes
 from atbprof.run import run_simulation, summarize
-from atbprof.sim import simulate
+from atbprof.sim import memory, simulate
 from atbprof.sim.rows import SUMMARY_COLUMNS
 from tests.conftest import FIXTURES
 
@@ -28,6 +28,8 @@ def _cold() -> None:
     forget_prefixes()
     kernels._SIG_MEMO.clear()
     kernels._GRAPH_SIGS.clear()
+    simulate._NODE_FACTS.clear()
+    memory._COEFFICIENTS.clear()
     simulate._model_graph.cache_clear()
     simulate._stage_graph.cache_clear()
 
@@ -69,3 +71,20 @@ def test_the_summary_reads_only_the_columns_a_summary_only_run_builds() -> None:
         if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "column" and isinstance(n.args[0], ast.Constant)
     }
     assert read == SUMMARY_COLUMNS
+
+
+def test_a_rule_switched_off_by_the_sequence_length_says_each_point_its_own_length() -> None:
+    """The fused graphs are shared between prompt lengths beyond fusion.softmax_fusion_max_seq (the rule is off in
+    each); the reason, which names the length, is each point's own."""
+    base = FIXTURES / "llama2-7b-910b2.yaml"
+    points = [["workload.prompt_len=1500"], ["workload.prompt_len=3000"], ["workload.prompt_len=600"]]
+    common = ["fusion=aggressive", "workload.decode_tokens=3"]
+    fresh = []
+    for p in points:
+        _cold()
+        fresh.append(summarize(load_config(base, [*common, *p])))
+    warm = [summarize(load_config(base, [*common, *p])) for p in points]
+    assert warm == fresh
+    assert "sequence length 1503 >" in fresh[0].fusion_disabled["attention_softmax (decode)"]
+    assert "sequence length 3003 >" in fresh[1].fusion_disabled["attention_softmax (decode)"]
+    assert not fresh[2].fusion_disabled
