@@ -77,14 +77,31 @@ def main() -> None:
         wall = timed([ATBPROF, "sweep", "--spec", spec, "--out", tmp / "local", "--format", "json"])
         doc = json.loads((tmp / "local" / "sweep.json").read_text())["report"]
         n = doc["points"]
-        figures["sweep"] = {"points": n, "ran": doc["ran"], "not_fitting": doc["not_fitting"], "failed": doc["failed"],
-                            "wall_s": round(wall, 2), "points_per_s": round(n / wall, 1)}  # fmt: skip
-        print(f"sweep, local pool: {n} points ({doc['ran']} ran, {doc['not_fitting']} do not fit, "
-              f"{doc['failed']} failed) in {wall:.1f} s = {n / wall:.1f} points/s (target: < 60 s)", flush=True)  # fmt: skip
+        figures["sweep"] = {
+            "points": n,
+            "ran": doc["ran"],
+            "not_fitting": doc["not_fitting"],
+            "failed": doc["failed"],
+            "wall_s": round(wall, 2),
+            "points_per_s": round(n / wall, 1),
+        }
+        print(
+            f"sweep, local pool: {n} points ({doc['ran']} ran, {doc['not_fitting']} do not fit, "
+            f"{doc['failed']} failed) in {wall:.1f} s = {n / wall:.1f} points/s (target: < 60 s)",
+            flush=True,
+        )
         if not args.no_ray and RAY.exists():
             port = free_port()
-            start = [RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
-                     "--include-dashboard=false", "--disable-usage-stats"]  # fmt: skip
+            start = [
+                RAY,
+                "start",
+                "--head",
+                "--node-ip-address=127.0.0.1",
+                f"--port={port}",
+                "--num-cpus=2",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+            ]
             subprocess.run(start, check=True, capture_output=True, timeout=180)
             try:
                 wall = timed([ATBPROF, "sweep", "--spec", spec, "--out", tmp / "ray", "--ray", f"127.0.0.1:{port}"])
@@ -92,16 +109,33 @@ def main() -> None:
                 subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
             same = pq.read_table(tmp / "ray" / "sweep.parquet").equals(pq.read_table(tmp / "local" / "sweep.parquet"))
             figures["sweep_ray"] = {"wall_s": round(wall, 2), "points_per_s": round(n / wall, 1), "equal": same}
-            print(f"sweep, local Ray head (2 CPUs): {wall:.1f} s = {n / wall:.1f} points/s; table equal: {same}",
-                  flush=True)  # fmt: skip
+            print(
+                f"sweep, local Ray head (2 CPUs): {wall:.1f} s = {n / wall:.1f} points/s; table equal: {same}",
+                flush=True,
+            )
         run = tmp / "big"
         cfg = ROOT / "fixtures" / "llama2-7b-910b2.yaml"
         t0 = time.perf_counter()
         subprocess.run(
-            [ATBPROF, "run", "--config", cfg, "--fusion", "none", "--set", "workload.decode_tokens=2500",
-             "--set", "output.trace=false", "--out", run, "--format", "json"],
-            check=True, capture_output=True,
-        )  # fmt: skip
+            [
+                ATBPROF,
+                "run",
+                "--config",
+                cfg,
+                "--fusion",
+                "none",
+                "--set",
+                "workload.decode_tokens=2500",
+                "--set",
+                "output.trace=false",
+                "--out",
+                run,
+                "--format",
+                "json",
+            ],
+            check=True,
+            capture_output=True,
+        )
         ops = pq.ParquetFile(run / "ops.parquet").metadata.num_rows
         print(f"run of {ops:,} ops made in {time.perf_counter() - t0:.1f} s", flush=True)
         walls = []
