@@ -79,10 +79,12 @@ def sections(report: SweepReport) -> list[Section]:
         for e in report.errors[:PREVIEW_ROWS]:
             sec.rows.append([str(e.point), e.error.splitlines()[0][:300]])
         out.append(sec)
+    if report.notes:
+        out.append(Section("notes", lines=report.notes))
     if report.files:
         shown = [f for f in report.files if not f.startswith("runs/")]
         runs = len(report.files) - len(shown)
-        lines = [f"wrote {report.out}: {', '.join(shown)}" + (f" and {runs} files of the kept runs" if runs else "")]
+        lines = [f"{report.out}: {', '.join(shown)}" + (f" and {runs} files of the kept runs" if runs else "")]
         out.append(Section("files", lines=lines))
         out.append(
             Section(

@@ -53,6 +53,7 @@ class SweepReport(BaseModel):
     errors: list[PointError]
     rows: list[dict[str, Any]] = Field(description="per point: swept keys and " + ", ".join(PREVIEW_COLUMNS))
     files: list[str]
+    notes: list[str] = Field(default_factory=list)
 
 
 @dataclass
@@ -87,8 +88,11 @@ def run_sweep(
     spec = build_spec(config, spec_file, grid, sets, compare, Path(out).name if out is not None else None)
     out = Path(out) if out is not None else Path("sweeps") / spec.name
     inputs = [Path(spec.base), *([spec_file] if spec_file else [])]
-    target = check_output_dir(out, "sweep", force=force, inputs=inputs)
     digest = spec.digest()
+    done_before = _finished(out, digest, force)
+    if done_before is not None:
+        return done_before
+    target = check_output_dir(out, "sweep", force=force, inputs=inputs)
     n = len(spec.points)
     with open_progress(target, digest, n, force) as progress:
         done = progress.done()
@@ -122,6 +126,27 @@ def run_sweep(
         report.files = files
         progress.remove()
     return result
+
+
+def _finished(out: Path, digest: str, force: bool) -> SweepResult | None:
+    """A finished sweep of the same digest at `out` (nothing to run: its result); another sweep there: exit 2
+    unless --force (then it is replaced, as any output of ours)."""
+    from atbprof.outputs.ownership import read_marker
+    from atbprof.plots.targets import is_sweep_dir
+
+    marker = read_marker(out) if out.is_dir() else None
+    if force or marker is None or marker.get("kind") != "sweep" or not is_sweep_dir(out):
+        return None
+    done = read_sweep(out)
+    if done.report.digest == digest:
+        done.report.notes.append(f"{out} already holds this sweep, complete: nothing was run (--force runs it again)")
+        return done
+    keys = ", ".join(done.spec.swept_keys())
+    raise InputError(
+        f"--out {out} holds another sweep ({done.report.points} points over {keys}, base {done.spec.base}); its "
+        "base config, fixed overrides or points differ from this one's: pass --force to replace it, or choose "
+        "another --out"
+    )
 
 
 def _report(
@@ -174,7 +199,7 @@ def write_sweep(root: Path, result: SweepResult, runs: Path | bool, shown_as: Pa
         "generator": "atbprof",
         "kind": "sweep",
         "spec": result.spec.model_dump(mode="json"),
-        "report": result.report.model_dump(mode="json", exclude={"out", "files", "resumed"}),
+        "report": result.report.model_dump(mode="json", exclude={"out", "files", "resumed", "notes"}),
     }
     (root / "sweep.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     plots = sweep_plots(result)
@@ -200,6 +225,9 @@ def read_sweep(path: Path) -> SweepResult:
         doc = orjson.loads(read_bytes(path / "sweep.json", 1 << 28))
         spec = SweepSpec.model_validate(doc["spec"])
         report = SweepReport.model_validate({**doc["report"], "out": str(path), "files": [], "resumed": 0})
+        report.files = sorted(
+            p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file() and p.name[0] != "."
+        )
         table = pq.read_table(path / "sweep.parquet")
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
         raise InputError(f"{path}: not a sweep directory atbprof wrote ({err}); run `atbprof sweep` again") from None

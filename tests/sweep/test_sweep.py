@@ -159,9 +159,14 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path: Path, monkeypat
 
 
 def test_what_a_sweep_refuses(tmp_path: Path) -> None:
-    _sweep(tmp_path / "s")
-    with pytest.raises(OutputExistsError, match="pass --force"):
-        _sweep(tmp_path / "s")
+    first = _sweep(tmp_path / "s").report  # type: ignore[attr-defined]
+    again = _sweep(tmp_path / "s").report  # type: ignore[attr-defined]
+    assert again.notes == [
+        f"{tmp_path / 's'} already holds this sweep, complete: nothing was run (--force runs it again)"
+    ]
+    assert again.rows == first.rows and again.digest == first.digest
+    with pytest.raises(InputError, match=r"holds another sweep \(8 points over workload.batch_size, "):
+        _sweep(tmp_path / "s", grid=["workload.batch_size=1,2"])
     _sweep(tmp_path / "s", force=True, grid=["workload.batch_size=1,2"])  # replaces a sweep of ours
     mine = tmp_path / "mine"
     mine.mkdir()
