@@ -19,6 +19,7 @@ _PROBE = (
     "atexit.register(lambda: print('pandas loaded' if 'pandas' in sys.modules else 'no pandas', file=sys.stderr))\n"
     "atexit.register(lambda: print('pyarrow.parquet loaded' * ('pyarrow.parquet' in sys.modules), file=sys.stderr))\n"
     "atexit.register(lambda: print('gc', __import__('gc').get_threshold(), file=sys.stderr))\n"
+    "atexit.register(lambda: print('matplotlib loaded' * ('matplotlib' in sys.modules), file=sys.stderr))\n"
     "sys.argv = ['atbprof', *sys.argv[1:]]\n"
     "from atbprof.cli import main\n"
     "main()\n"
@@ -37,6 +38,7 @@ def test_analyze_runs_without_importing_pandas() -> None:
     )
     assert out.stderr.strip().endswith("no pandas")
     assert "pyarrow.parquet loaded" not in out.stderr  # only runs of ours (ops.parquet) need it
+    assert "matplotlib loaded" not in out.stderr  # only plot, report and sweep draw
     assert "gc (200000, 30, 30)" in out.stderr
     report = json.loads(out.stdout)
     assert sum(f["count"] for f in report["findings"] if f["kind"] == "add_norm") == 54

@@ -111,20 +111,21 @@ def assert_equals_msprof_analyze(report: ClusterReport, copy: Path, tmp_path: Pa
         assert (ours_links[key].size_mb, ours_links[key].time_ms) == pytest.approx((size, time), rel=1e-6), key
 
 
-def _sim_cluster(tmp: Path, slowdown: dict[int, float]) -> Path:
+def _sim_cluster(tmp: Path, slowdown: dict[int, float], tp: int = 4, kernel_ranks: str | None = None) -> Path:
+    """A simulated LLaMA-2-7B TP cluster (graph mode, 3 decode tokens) exported as torch_npu's rank directories."""
     cfg = RunConfig.model_validate(
         {
-            "name": "tp4",
+            "name": f"tp{tp}",
             "model": {"preset": "llama2-7b"},
             "device": {"preset": "910B2"},
-            "parallel": {"tp": 4},
+            "parallel": {"tp": tp},
             "workload": {"batch_size": 1, "prompt_len": 64, "decode_tokens": 3},
             "execution": {"mode": "graph", "rank_slowdown": slowdown},
             "output": {"trace": False},
         }
     )
     run = run_simulation(cfg, tmp / "run")
-    return export_run(run.out_dir, "ascend-pt", tmp / "export").root
+    return export_run(run.out_dir, "ascend-pt", tmp / "export", kernel_ranks=kernel_ranks).root
 
 
 def test_a_straggler_is_named_and_the_others_wait_for_it(tmp_path: Path) -> None:

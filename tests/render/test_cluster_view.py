@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from atbprof.analyze.cluster_report import RankRow
+from atbprof.analyze.cluster_report import RankRow, StepSplit
 from atbprof.cli import app
 from atbprof.render.cluster import ALL_RANKS_UP_TO, _ranks_shown
 from tests.analyze.test_cluster import QWEN, needs_qwen
@@ -30,19 +30,7 @@ def test_the_qwen3_matrix_is_a_heat_table() -> None:
 
 
 def _row(rank: int, step_us: float, slow: bool = False) -> RankRow:
-    split = dict.fromkeys(
-        (
-            "computing_us",
-            "communication_not_overlapped_us",
-            "overlapped_us",
-            "communication_us",
-            "free_us",
-            "bubble_us",
-            "communication_not_overlapped_exclude_receive_us",
-            "preparing_us",
-        ),
-        0.0,
-    )
+    split = dict.fromkeys(StepSplit.model_fields, 0.0) | {"stage_us": step_us}
     return RankRow.model_construct(
         rank=rank,
         stage=0,
@@ -52,7 +40,6 @@ def _row(rank: int, step_us: float, slow: bool = False) -> RankRow:
         slow=slow,
         slow_reason=None,
         fusion_saving_us=None,
-        stage_us=step_us,
         **split,
     )
 

@@ -223,3 +223,15 @@ def test_the_cli_report_and_its_errors(tmp_path: Path) -> None:
         assert bad.exit_code == code and message in bad.output, (extra, bad.output)
         assert "Traceback" not in bad.output
     assert not (tmp_path / "x").exists()
+
+
+def test_keep_runs_writes_every_points_whole_run(tmp_path: Path) -> None:
+    result = _sweep(tmp_path / "s", grid=["workload.batch_size=1,2"], keep_runs=True)
+    files = result.report.files  # type: ignore[attr-defined]
+    for i in (0, 1):
+        run = tmp_path / "s" / "runs" / f"point-000{i}"
+        assert {"ops.parquet", "steps.parquet", "run.json"} <= {p.name for p in run.iterdir()}
+        assert f"runs/point-000{i}/ops.parquet" in files
+        doc = json.loads((run / "run.json").read_text())
+        row = pq.read_table(tmp_path / "s" / "sweep.parquet").to_pylist()[i]
+        assert doc["summary"]["decode_ms_per_token"] == row["decode_ms_per_token"]  # the row is that run's summary

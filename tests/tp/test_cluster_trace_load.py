@@ -14,10 +14,8 @@ import orjson
 import pytest
 
 from atbprof.analyze.cluster_job import analyze_cluster_path
-from atbprof.config.models import RunConfig
-from atbprof.export import export_run
-from atbprof.run import run_simulation
 from atbprof.validate import validate_trace
+from tests.analyze.test_cluster import _sim_cluster
 from tests.tp.wasm_tp import WasmEngine, WasmTraceProcessor, require_wasm_trace_processor
 
 require_wasm_trace_processor()
@@ -26,19 +24,7 @@ QWEN = Path(__file__).resolve().parents[3] / "shared/anchors/ascend_samples/msin
 
 
 def tp8(tmp: Path, slowdown: dict[int, float]) -> Path:
-    cfg = RunConfig.model_validate(
-        {
-            "name": "tp8",
-            "model": {"preset": "llama2-7b"},
-            "device": {"preset": "910B2"},
-            "parallel": {"tp": 8},
-            "workload": {"batch_size": 1, "prompt_len": 64, "decode_tokens": 3},
-            "execution": {"mode": "graph", "rank_slowdown": slowdown},
-            "output": {"trace": False},
-        }
-    )
-    run = run_simulation(cfg, tmp / "run")
-    return export_run(run.out_dir, "ascend-pt", tmp / "export", kernel_ranks="0,5").root
+    return _sim_cluster(tmp, slowdown, tp=8, kernel_ranks="0,5")
 
 
 def _wait_per_process(tp: WasmTraceProcessor) -> dict[str, int]:
