@@ -81,7 +81,7 @@ def run_sweep(
     from atbprof.outputs.paths import check_output_dir
     from atbprof.outputs.staging import staged_dir
     from atbprof.scale.pool import check_workers, map_ordered
-    from atbprof.sweep.point import PointTask, run_point
+    from atbprof.sweep.point import PointTask, run_points
     from atbprof.sweep.progress import open_progress
 
     check_workers(workers)
@@ -103,9 +103,10 @@ def run_sweep(
             if i not in done
         ]
         try:
-            for outcome in map_ordered(run_point, todo, workers=workers, ray=ray):
-                progress.record(outcome)
-                done[outcome["point"]] = outcome
+            for outcomes in map_ordered(run_points, chunks(spec, todo, workers), workers=workers, ray=ray):
+                for outcome in outcomes:
+                    progress.record(outcome)
+                    done[outcome["point"]] = outcome
                 if on_point is not None:
                     on_point(len(done), n)
         except KeyboardInterrupt as err:
@@ -126,6 +127,25 @@ def run_sweep(
         report.files = files
         progress.remove()
     return result
+
+
+STRUCTURE_FREE = ("workload.", "seed", "execution.jitter", "output.")
+"""Keys that change no model graph, fusion or device: points differing only in them share a chunk."""
+
+
+def chunks(spec: SweepSpec, todo: list[Any], workers: int | None) -> list[tuple[Any, ...]]:
+    """The points to run, grouped so that points sharing a model graph, fusion and device run in one worker (it
+    builds them once), each group cut to at most a quarter of the points per worker (the pool stays balanced)."""
+    from atbprof.scale.pool import default_workers
+
+    n = max(1, workers if workers else default_workers())
+    cap = max(8, -(-len(todo) // (4 * n)))
+    groups: dict[tuple[tuple[str, str], ...], list[Any]] = {}
+    for task in todo:
+        point = spec.points[task.index]
+        key = tuple((k, orjson.dumps(v).decode()) for k, v in point.items() if not k.startswith(STRUCTURE_FREE))
+        groups.setdefault(key, []).append(task)
+    return [tuple(g[i : i + cap]) for g in groups.values() for i in range(0, len(g), cap)]
 
 
 def _finished(out: Path, digest: str, force: bool) -> SweepResult | None:

@@ -23,6 +23,12 @@ class PointTask:
     run_dir: str | None = None  # --keep-runs: the whole run goes here
 
 
+def run_points(tasks: tuple[PointTask, ...]) -> list[dict[str, Any]]:
+    """A chunk of points, in order, in one worker (a chunk shares its model graph, fusion and device: the worker
+    builds them once for all its points)."""
+    return [run_point(t) for t in tasks]
+
+
 def run_point(task: PointTask) -> dict[str, Any]:
     from atbprof.config.loader import load_config
     from atbprof.run import run_simulation, summarize
