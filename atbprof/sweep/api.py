@@ -94,7 +94,8 @@ def run_sweep(
         return done_before
     target = check_output_dir(out, "sweep", force=force, inputs=inputs)
     n = len(spec.points)
-    with open_progress(target, digest, n, force) as progress:
+    # kept runs are part of the work: a sweep resumed with --keep-runs must not lack the runs of its earlier points
+    with open_progress(target, digest + ("+runs" if keep_runs else ""), n, force) as progress:
         done = progress.done()
         resumed = len(done)
         todo = [

@@ -57,7 +57,7 @@ class Reference(_M):
 class SweepFile(_M):
     """A sweep YAML (fixtures/sweeps/seed000.yaml)."""
 
-    name: str | None = Field(default=None, max_length=100)
+    name: str | None = Field(default=None, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     base: str | None = Field(default=None, description="the base config, relative to this file")
     set: dict[str, Any] = Field(default_factory=dict, description="overrides of every point")
     grid: dict[str, list[Any]] = Field(default_factory=dict, description="axes crossed with each other")

@@ -125,3 +125,10 @@ def test_a_value_that_clashes_with_another_setting_is_left_to_its_point() -> Non
     """tp 3 does not divide LLaMA-2-7B's 32 heads: that point fails (recorded), the sweep is still valid."""
     spec = build_spec(BASE, None, ["parallel.tp=1,3"], ["device.preset=910B2"])
     assert [p["parallel.tp"] for p in spec.points] == [1, 3]
+
+
+def test_a_sweep_name_is_a_plain_name(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(f"name: ../../elsewhere\nbase: {BASE}\ngrid: {{workload.batch_size: [1]}}\n")
+    with pytest.raises(ConfigError, match="line 1: name: String should match pattern"):
+        build_spec(None, f, [], [])
