@@ -27,10 +27,9 @@ from atbprof.writers.base import TraceMeta
 from atbprof.writers.chrome import ChromeTraceWriter
 from atbprof.writers.parquet import ParquetOpsWriter
 from atbprof.writers.perfetto import PerfettoTraceWriter
-from atbprof.writers.selection import TraceSelection, compact_ranges, parse_ranges, select_trace
+from atbprof.writers.selection import MAX_TRACE_RANKS, TraceSelection, compact_ranges, parse_ranges, select_trace
 
 Progress = Callable[[int, int], None]
-MAX_TRACE_RANKS = 64
 """Ranks one trace may show (a process group each, sharing output.trace_max_mb)."""
 
 

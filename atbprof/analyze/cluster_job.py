@@ -186,15 +186,14 @@ def _with_trace(
 def trace_rank_choice(cluster: Cluster, report: ClusterReport, text: str | None) -> list[int]:
     """The ranks `--trace-ranks` names (all of the cluster's up to 64, slow ones first beyond, when not given)."""
     from atbprof.errors import UsageError
-    from atbprof.writers.cluster_trace import MAX_TRACE_RANKS, default_trace_ranks
-    from atbprof.writers.selection import compact_ranges, parse_ranges
+    from atbprof.writers.cluster_trace import default_trace_ranks
+    from atbprof.writers.selection import MAX_TRACE_RANKS, compact_ranges, members, parse_ranges
 
     known = sorted(r.rank for r in cluster.ranks)
     if text is None:
         return default_trace_ranks(known, report.cluster.slow_ranks)
     universe = np.array(known, np.int64)
-    ranges = parse_ranges(text, "--trace-ranks")
-    chosen: list[int] = sorted({r for a, b in ranges for r in known if a <= r and (b is None or r <= b)})
+    chosen = [int(r) for r in members(parse_ranges(text, "--trace-ranks"), universe)]
     if not chosen:
         raise UsageError(f"--trace-ranks {text!r}: names none of the cluster's ranks ({compact_ranges(universe)})")
     if len(chosen) > MAX_TRACE_RANKS:

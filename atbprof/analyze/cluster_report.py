@@ -115,6 +115,16 @@ class Link(_M):
     bandwidth_gbps: float
 
 
+def link_bandwidths(links: list[Link]) -> dict[tuple[int, int], float]:
+    """Per src -> dst link (sorted), the bandwidth over all its transports: summed size / summed time (GB/s)."""
+    acc: dict[tuple[int, int], list[float]] = {}
+    for m in links:
+        a = acc.setdefault((m.src_rank, m.dst_rank), [0.0, 0.0])
+        a[0] += m.size_mb
+        a[1] += m.time_ms
+    return {k: (v[0] / v[1] if v[1] > 0 else 0.0) for k, v in sorted(acc.items())}
+
+
 class WaitedFor(_M):
     rank: int
     collectives: int = Field(description="collectives in which every other rank waited for this one")

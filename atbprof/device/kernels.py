@@ -71,23 +71,6 @@ def _sig(node: Node) -> tuple[object, ...]:
     )
 
 
-_SIG_MEMO: dict[int, tuple[Node, tuple[object, ...]]] = {}
-_SIG_MEMO_LIMIT = 1 << 18
-"""Signatures by node identity (the node kept beside it, so an id is never another node's): fused graphs are
-remembered and shared between runs (fusion/passes.py), so a sweep's points keep hitting the same nodes."""
-
-
-def _sig_of(node: Node) -> tuple[object, ...]:
-    hit = _SIG_MEMO.get(id(node))
-    if hit is not None and hit[0] is node:
-        return hit[1]
-    if len(_SIG_MEMO) >= _SIG_MEMO_LIMIT:
-        _SIG_MEMO.clear()
-    key = _sig(node)
-    _SIG_MEMO[id(node)] = (node, key)
-    return key
-
-
 def signatures(graph: Graph) -> tuple[np.ndarray, list[Node]]:
     """(node -> signature index, one representative node per signature); remembered per node sequence."""
     out, reps = _GRAPH_SIGS(graph.nodes)
@@ -99,7 +82,7 @@ def _signatures(nodes: Sequence[Node]) -> tuple[np.ndarray, list[Node]]:
     reps: list[Node] = []
     out = np.empty(len(nodes), dtype=np.int32)
     for i, n in enumerate(nodes):
-        key = _sig_of(n)
+        key = _sig(n)
         if key not in index:
             index[key] = len(reps)
             reps.append(n)

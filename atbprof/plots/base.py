@@ -112,7 +112,21 @@ def legend(ax: Any, theme: Theme, **kwargs: Any) -> None:
 
 
 def render(plot: Plot, theme: Theme = LIGHT, fmt: FigureFormat = "png") -> bytes:
-    """The figure's file bytes (the same plot and theme: the same bytes)."""
+    """The figure's file bytes (the same plot and theme: the same bytes, so one rendering serves a sweep's plots
+    directory and its report page)."""
+    key = (plot.digest(), plot.size, plot.draw.__module__, plot.draw.__qualname__, theme.name, fmt)
+    done = _RENDERED.get(key)
+    if done is None:
+        if len(_RENDERED) >= 32:
+            _RENDERED.clear()
+        done = _RENDERED[key] = _render(plot, theme, fmt)
+    return done
+
+
+_RENDERED: dict[tuple[object, ...], bytes] = {}
+
+
+def _render(plot: Plot, theme: Theme, fmt: FigureFormat) -> bytes:
     fig = new_figure(plot, theme)
     plot.draw(fig, theme, plot.data)
     fig.suptitle(plot.title, color=theme.fg, fontsize=11, x=0.01, ha="left")

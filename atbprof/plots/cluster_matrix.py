@@ -12,21 +12,14 @@ from atbprof.plots.base import Plot, Theme
 MAX_RANKS = 1_024
 
 
-def cluster_matrix_plot(links: list[dict[str, Any]], name: str) -> Plot | None:
-    """`links`: {src_rank, dst_rank, size_mb, time_ms} (transports summed here); None without links."""
-    acc: dict[tuple[int, int], list[float]] = {}
-    for m in links:
-        a = acc.setdefault((int(m["src_rank"]), int(m["dst_rank"])), [0.0, 0.0])
-        a[0] += float(m["size_mb"])
-        a[1] += float(m["time_ms"])
-    if not acc:
+def cluster_matrix_plot(bandwidths: dict[tuple[int, int], float], name: str) -> Plot | None:
+    """`bandwidths`: per src -> dst link its GB/s over all transports (cluster_report.link_bandwidths); None
+    without links."""
+    if not bandwidths:
         return None
-    ranks = sorted({r for pair in acc for r in pair})[:MAX_RANKS]
-    cells = [
-        [s, d, round(v[0] / v[1], 3) if v[1] > 0 else 0.0]
-        for (s, d), v in sorted(acc.items())
-        if s in ranks and d in ranks
-    ]
+    ranks = sorted({r for pair in bandwidths for r in pair})[:MAX_RANKS]
+    shown = set(ranks)
+    cells = [[s, d, round(bw, 3)] for (s, d), bw in sorted(bandwidths.items()) if s in shown and d in shown]
     data = {"ranks": ranks, "cells": cells}
     return Plot("cluster-matrix", f"Communication matrix (GB/s): {name}", data, _draw, size=(6.4, 5.4))
 

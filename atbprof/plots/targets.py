@@ -208,13 +208,14 @@ def _diff_target(base: Path, new: Path, top: int) -> Target:
 # -- a cluster ---------------------------------------------------------------------------------------------------
 def _cluster_target(path: Path, top: int) -> Target:
     from atbprof.analyze.cluster_job import analyze_cluster_path
+    from atbprof.analyze.cluster_report import link_bandwidths
     from atbprof.plots.cluster_matrix import cluster_matrix_plot
     from atbprof.plots.cluster_steps import cluster_steps_plot
 
     report = analyze_cluster_path(path, top=top)
     name = path.name
     plots = [cluster_steps_plot([r.model_dump() for r in report.cluster.ranks], name)]
-    matrix = cluster_matrix_plot([m.model_dump() for m in report.communication.matrix], name)
+    matrix = cluster_matrix_plot(link_bandwidths(report.communication.matrix), name)
     if matrix is not None:
         plots.append(matrix)
 

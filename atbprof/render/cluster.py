@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from atbprof.analyze.cluster_report import ClusterReport, RankRow, StageRow
+from atbprof.analyze.cluster_report import ClusterReport, RankRow, StageRow, link_bandwidths
 from atbprof.render.sections import Section, render_sections, sections_markdown
 
 if TYPE_CHECKING:
@@ -157,15 +157,12 @@ def _ranks_shown(ranks: list[RankRow], top: int) -> list[RankRow]:
 
 def _heat_table(report: ClusterReport) -> Section | None:
     """The matrix as a heat table: per src -> dst link its bandwidth over all transports (GB/s) with a shade."""
-    links: dict[tuple[int, int], list[float]] = {}
-    for m in report.communication.matrix:
-        acc = links.setdefault((m.src_rank, m.dst_rank), [0.0, 0.0])
-        acc[0] += m.size_mb
-        acc[1] += m.time_ms
-    ranks = sorted({r for pair in links for r in pair})
-    if not links or len(ranks) > HEAT_RANKS_UP_TO:
+    if len(report.source.ranks) > HEAT_RANKS_UP_TO:
         return None
-    bw = {k: (v[0] / v[1] if v[1] > 0 else 0.0) for k, v in links.items()}
+    bw = link_bandwidths(report.communication.matrix)
+    ranks = sorted({r for pair in bw for r in pair})
+    if not bw or len(ranks) > HEAT_RANKS_UP_TO:
+        return None
     top = max(bw.values()) or 1.0
     sec = Section(
         "communication matrix as a heat table (GB/s over all transports; rows send, columns receive; "

@@ -435,35 +435,35 @@ class Simulation:
     def summary_batches(self) -> Iterator[pa.RecordBatch]:
         """What `batches(only_ranks=stage_leaders())` gives, with only the columns the run summary reads (sim/rows.py
         SUMMARY_COLUMNS): a summary-only run (a sweep's point) skips building the rest."""
-        leaders = self.parallel.stage_leaders()
-        for tcs in self._timed_chunks():
-            for tc in tcs:
-                for rt in sorted(tc.ranks, key=lambda r: int(r.cls.ranks[0])):
-                    wanted = rt.cls.ranks[np.isin(rt.cls.ranks, leaders)]
-                    if not len(wanted):
-                        continue
-                    arrays = summary_columns(tc, rt, self._dicts_arrays)
-                    rows = len(arrays["step"])
-                    for r in wanted:
-                        arrays["rank"] = pa.array(np.full(rows, r, dtype=np.int32))
-                        yield pa.RecordBatch.from_pydict(arrays)
+        for tc, rt, wanted in self._rank_classes(self.parallel.stage_leaders()):
+            arrays = summary_columns(tc, rt, self._dicts_arrays)
+            for r in wanted:
+                arrays["rank"] = pa.array(np.full(len(arrays["step"]), r, dtype=np.int32))
+                yield pa.RecordBatch.from_pydict(arrays)
 
     def batches(self, only_ranks: list[int] | None = None) -> Iterator[pa.RecordBatch]:
         """The op table in batches of whole steps: per chunk, stage by stage, each rank's rows (in rank order);
-        `only_ranks`: just those ranks' (the summary's view)."""
+        `only_ranks`: just those ranks'."""
+        last: TimedChunk | None = None
+        shared: dict[str, pa.Array] = {}
+        for tc, rt, wanted in self._rank_classes(only_ranks):
+            if tc is not last:  # what every rank of the chunk shares, built once per chunk
+                shared, last = shared_columns(tc, self._dicts_arrays), tc
+            arrays = {**shared, **time_columns(tc, rt)}
+            rows = len(arrays["op_index"])
+            arrays["stage"] = pa.array(np.full(rows, rt.cls.stage, np.int32))
+            for r in wanted:
+                arrays["rank"] = pa.array(np.full(rows, r, dtype=np.int32))
+                yield pa.RecordBatch.from_arrays([arrays[f.name] for f in OPS_SCHEMA], schema=OPS_SCHEMA)
+
+    def _rank_classes(self, only_ranks: list[int] | None) -> Iterator[tuple[TimedChunk, RankTimes, np.ndarray]]:
+        """Per chunk, stage by stage, each rank class (in rank order) with its ranks among `only_ranks` (all: None)."""
         for tcs in self._timed_chunks():
             for tc in tcs:
-                shared = shared_columns(tc, self._dicts_arrays)
                 for rt in sorted(tc.ranks, key=lambda r: int(r.cls.ranks[0])):
                     wanted = rt.cls.ranks if only_ranks is None else rt.cls.ranks[np.isin(rt.cls.ranks, only_ranks)]
-                    if not len(wanted):
-                        continue
-                    arrays = {**shared, **time_columns(tc, rt)}
-                    rows = len(arrays["op_index"])
-                    arrays["stage"] = pa.array(np.full(rows, rt.cls.stage, np.int32))
-                    for r in wanted:
-                        arrays["rank"] = pa.array(np.full(rows, r, dtype=np.int32))
-                        yield pa.RecordBatch.from_arrays([arrays[f.name] for f in OPS_SCHEMA], schema=OPS_SCHEMA)
+                    if len(wanted):
+                        yield tc, rt, wanted
 
     def steps_table(self) -> pa.Table:
         return pa.Table.from_pylist(self.step_rows, schema=STEPS_SCHEMA)

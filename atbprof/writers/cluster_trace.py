@@ -34,11 +34,10 @@ from atbprof.importers.cluster_tables import Cluster, RankProfile
 from atbprof.optable.schema import SCHEMA_VERSION
 from atbprof.outputs import check_output_file, staged_file
 from atbprof.writers.diff_trace_text import CHUNK_ROWS, OP_COLUMNS, OpSliceText, js, stream_lanes, us
+from atbprof.writers.selection import MAX_TRACE_RANKS
 
 STEP_TID, COMM_TID = 1, 2
 MIN_GAP_NS = 1_000
-MAX_TRACE_RANKS = 64
-"""Ranks in one trace (the Perfetto UI stays responsive; as `run --trace-ranks`)."""
 _SPLIT = ("computing_us", "communication_not_overlapped_us", "free_us")  # their sum is the step
 _COMM_ARGS = ("elapse_ms", "transit_ms", "wait_ms", "synchronization_ms", "idle_ms")
 

@@ -38,7 +38,12 @@ def parse_ranges(text: str, key: str) -> list[tuple[int, int | None]]:
     return out
 
 
-def _members(ranges: list[tuple[int, int | None]], universe: np.ndarray) -> np.ndarray:
+MAX_TRACE_RANKS = 64
+"""Ranks in one trace: they share the Perfetto UI's size budget (`run --trace-ranks`, `analyze CLUSTER --trace`)."""
+
+
+def members(ranges: list[tuple[int, int | None]], universe: np.ndarray) -> np.ndarray:
+    """The values of `universe` that `ranges` (parse_ranges) name, in `universe`'s order."""
     keep = np.zeros(len(universe), dtype=bool)
     for a, b in ranges:
         keep |= (universe >= a) & (universe <= (universe.max(initial=0) if b is None else b))
@@ -121,12 +126,12 @@ def select_trace(
     layer_sel = None
     ops = counts.copy()
     if layers is not None:
-        layer_sel = _members(parse_ranges(layers, keys[1]), np.arange(n_layers))
+        layer_sel = members(parse_ranges(layers, keys[1]), np.arange(n_layers))
         ops = counts - in_layers + in_layers * len(layer_sel) // max(n_layers, 1)
     full = int(counts.sum()) * per_op
     auto = False
     if steps is not None:
-        chosen = _members(parse_ranges(steps, keys[0]), all_steps)
+        chosen = members(parse_ranges(steps, keys[0]), all_steps)
     else:
         chosen = all_steps
         if max_mb is not None and ops.sum() * per_op > max_mb * 1e6:

@@ -26,7 +26,6 @@ CASES = [
 
 def _cold() -> None:
     forget_prefixes()
-    kernels._SIG_MEMO.clear()
     kernels._GRAPH_SIGS.clear()
     simulate._NODE_FACTS.clear()
     memory._COEFFICIENTS.clear()
