@@ -130,7 +130,7 @@ def sections(report: ClusterReport, top: int = 10) -> list[Section]:
         t = report.trace
         lines = [
             f"wrote {t.path}: ranks {_listed(t.ranks)}, steps {_listed(t.steps)} ({t.events:,} events); open it "
-            f"with `atbprof serve {t.path}` or in https://ui.perfetto.dev"
+            f"with `atbprof open {t.path}` or in https://ui.perfetto.dev"
         ]
         out.append(Section("trace", lines=lines + ([t.note] if t.note else [])))
     out += [Section("warning", lines=report.warnings)] if report.warnings else []

@@ -102,6 +102,7 @@ def test_the_cli_writes_it_and_refuses_bad_rank_choices(export: Path, tmp_path: 
     assert doc["trace"]["ranks"] == [1, 2] and doc["trace"]["path"] == str(out.resolve()) and out.is_file()
     md = runner.invoke(app, ["analyze", str(export), "--trace", str(tmp_path / "m.json"), "--format", "md"])
     assert md.exit_code == 0 and f"wrote {(tmp_path / 'm.json').resolve()}: ranks 0-3" in md.output
+    assert f"open it with `atbprof open {(tmp_path / 'm.json').resolve()}`" in md.output  # a command that exists
     cases = [
         (["--trace", str(tmp_path / "x.json"), "--trace-ranks", "9-12"], "names none of the cluster's ranks (0-3)"),
         (["--trace", str(tmp_path / "x.json"), "--trace-ranks", "a"], "expected ranges like 0-3,10,20-"),
