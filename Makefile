@@ -3,16 +3,20 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: venv test lint format bench calibrate examples clean
+.PHONY: venv test lint format bench calibrate examples docs clean
 
 # The stamp, not .venv/bin/atbprof, says the editable install with the test extras is there: the README's main job
 # (`pip install .` into .venv) makes .venv/bin/atbprof too, and `make test` must work after it, and before it.
 # The C sources too: the editable install compiles atbprof/importers/native_src into the source tree.
 STAMP := $(VENV)/.atbprof-dev-install
-$(STAMP): pyproject.toml $(wildcard atbprof/importers/native_src/*)
+# What the suite needs: its runner, the docs builder (a test builds the site), the trace tools, torch (Hugging Face
+# reference tests), Ray (a real local head) and msprof-analyze (exports are checked by Ascend's own tool); and the
+# linters, for `make lint` in the same venv.
+EXTRAS := test,lint,docs,tp,torch,ray,ascend-tools
+$(STAMP): pyproject.toml setup.py $(wildcard atbprof/importers/native_src/*)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,torch,ray]'
+	$(BIN)/pip install -q -e '.[$(EXTRAS)]'
 	touch $@
 
 # a later `pip install .` replaces the editable install: reinstall it (python -I: the source tree is not on the path)
@@ -41,6 +45,9 @@ bench: venv
 
 calibrate: venv
 	$(BIN)/python scripts/calibrate.py --sweep
+
+docs: venv
+	$(BIN)/mkdocs build --strict
 
 examples: venv
 	$(BIN)/python scripts/make_examples.py

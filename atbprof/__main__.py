@@ -1,5 +1,5 @@
 """`python -m atbprof` runs the CLI (the same entry point as the `atbprof` script)."""
 
-from atbprof.cli import main
+from atbprof.commands import main
 
 main()

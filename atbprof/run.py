@@ -12,7 +12,6 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from atbprof import __version__
 from atbprof.config.models import RunConfig
 from atbprof.errors import AtbprofError, ConfigError
 from atbprof.inputs import read_bytes
@@ -22,6 +21,7 @@ from atbprof.outputs import MARKER, check_output_dir, staged_dir
 from atbprof.sim.parallel_summary import parallel_summary
 from atbprof.sim.simulate import Simulation
 from atbprof.sim.summary import LatencySummary, NearMissRow, RunSummary, SummaryBuilder, latency
+from atbprof.version import __version__
 from atbprof.writers.background import BackgroundWriter
 from atbprof.writers.base import TraceMeta
 from atbprof.writers.chrome import ChromeTraceWriter
@@ -33,6 +33,11 @@ Progress = Callable[[int, int], None]
 """Ranks one trace may show (a process group each, sharing output.trace_max_mb)."""
 
 
+RUN_SUMMARY_SCHEMA_VERSION = "1"
+"""`atbprof run --format json`: schema_version, name, out_dir, files, device, notes, next_commands, summary and
+numerics (numerics runs only)."""
+
+
 @dataclass(frozen=True)
 class RunResult:
     out_dir: Path
@@ -42,6 +47,56 @@ class RunResult:
     device_name: str
     notes: tuple[str, ...]
     numerics: NumericsReport | None = None
+
+    def next_commands(self) -> list[tuple[str, str]]:
+        """What to do with the run, as (command, why): analyze it, open its trace, run the other fusion side, diff.
+        Each command is shell-quoted, so it works pasted."""
+        from atbprof.hints import command
+        from atbprof.trace_files import RUN_TRACE_FILES
+
+        out = Path(self.out_dir)
+        cmds = [(command("atbprof", "analyze", out), "unfused norms, latency breakdown, what fusing saves")]
+        page = out.with_name(out.name + ".html")
+        cmds.append((command("atbprof", "report", out, "--out", page), "one page: summary, figures and tables"))
+        trace = next((name for name in RUN_TRACE_FILES if name in self.files), None)
+        if trace:
+            cmds.append((command("atbprof", "open", out), f"loads {trace} in the Perfetto UI"))
+        unfused = self.config.fusion.strategy == "none" and not self.config.fusion.enable
+        other, twin = (
+            ("default", out.with_name(out.name + "-fused"))
+            if unfused
+            else ("none", out.with_name(out.name + "-unfused"))
+        )
+        # the run directory is its own config: the other side keeps every --set this run was made with
+        again = command("atbprof", "run", "--config", out, "--fusion", other, "--out", twin)
+        cmds.append((again, "the other side"))
+        base, new = (out, twin) if unfused else (twin, out)
+        cmds.append((command("atbprof", "diff", base, new), "what fusion changed, with statistics"))
+        return cmds
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of `atbprof run --format json`."""
+        from atbprof.hints import shown
+
+        doc: dict[str, Any] = {
+            "schema_version": RUN_SUMMARY_SCHEMA_VERSION,
+            "name": self.config.name,
+            "out_dir": shown(self.out_dir),
+            "files": list(self.files),
+            "device": self.device_name,
+            "notes": list(self.notes),
+            "next_commands": [cmd for cmd, _ in self.next_commands()],
+            "summary": self.summary.model_dump(mode="json"),
+        }
+        if self.numerics is not None:
+            doc["numerics"] = self.numerics.model_dump(mode="json")
+        return doc
+
+    def to_arrow(self) -> pa.Table:
+        """The run's op table (ops.parquet: every rank's kernels, schema atbprof.optable)."""
+        import pyarrow.parquet as pq
+
+        return pq.read_table(Path(self.out_dir) / "ops.parquet")
 
 
 def _fusion_report(sim: Simulation) -> dict[str, Any]:
@@ -151,7 +206,7 @@ def _summary_builder(sim: Simulation) -> SummaryBuilder:
 
 def _finish(sim: Simulation, builder: SummaryBuilder, steps: pa.Table) -> RunSummary:
     summary = builder.finish(steps, sim.cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim), sim.memory)
-    return summary.model_copy(update=parallel_summary(sim, summary))
+    return summary.model_copy(update=parallel_summary(sim, summary.decode_steps))
 
 
 def simulate_latency(cfg: RunConfig) -> LatencySummary:

@@ -45,12 +45,11 @@ from typing import Literal
 from urllib.parse import quote, urlsplit
 
 from atbprof.errors import InputError
+from atbprof.trace_files import find_trace
 
 DEFAULT_PORT = 9001
 PERFETTO_UI = "https://ui.perfetto.dev"
 HOST = "127.0.0.1"
-RUN_TRACE_FILES = ("trace.pftrace", "trace.json.gz", "trace.json")
-"""What a run directory may hold, in order of preference."""
 PORT_TRIES = 20
 MAX_CONNECTIONS = 16
 SOCKET_TIMEOUT_S = 10.0
@@ -73,33 +72,6 @@ class ServeResult:
     notice: str | None = None
     other_fetches: int = 0
     """Complete GETs without an Origin (curl, wget): served, but they do not stop the server."""
-
-
-def find_trace(path: Path) -> Path:
-    """The trace file to serve for `path`: the file itself, or the preferred trace of a run directory."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: no such run directory or trace file; pass a directory written by `atbprof run`")
-    if path.is_dir():
-        for name in RUN_TRACE_FILES:
-            candidate = path / name
-            if candidate.is_file():
-                real, root = candidate.resolve(), path.resolve()
-                if not real.is_relative_to(root):
-                    raise InputError(
-                        f"{candidate} is a symlink to {real}, outside the run directory; refusing to serve it "
-                        "(pass the file itself if you mean it)"
-                    )
-                return real
-        raise InputError(
-            f"{path} holds no trace ({', '.join(RUN_TRACE_FILES)}); run `atbprof run` with the trace enabled "
-            "(output.trace: true), or pass a trace file"
-        )
-    if not path.is_file():
-        raise InputError(f"{path} is not a regular file; pass a trace file or a run directory")
-    if path.stat().st_size == 0:
-        raise InputError(f"{path} is empty; regenerate the trace")
-    return path.resolve()
 
 
 def ui_origin(ui: str) -> str:
@@ -260,8 +232,9 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             owner.record(self.command, self.path, 499)  # the client went away: not a fetch
             return
-        owner.record(self.command, self.path, 200)
+        # counted before it is recorded as answered: whoever waits for the answer (wait_answered) sees the count
         owner.mark_fetched(from_ui=self.headers.get("Origin") == owner.allow_origin)
+        owner.record(self.command, self.path, 200)
 
 
 def _open_once(trace: Path) -> tuple[int, int]:
@@ -306,7 +279,10 @@ class TraceServer:
         self.fetches = 0
         self.other_fetches = 0
         self.requests: list[tuple[str, str, int]] = []
+        self.answered = 0
+        """Requests answered so far (every status), for `wait_answered`."""
         self._lock = threading.Lock()
+        self._answer = threading.Condition(self._lock)
         self.fd, self.size = _open_once(self.trace)
         try:
             self._httpd = _bind(port, self, port_tries)
@@ -329,9 +305,18 @@ class TraceServer:
         return port_notice(self.port, self.requested_port) if self.allow_origin == PERFETTO_UI else None
 
     def record(self, method: str, path: str, status: int) -> None:
-        with self._lock:
+        """The last thing a handler does for a request (a client may hold the whole body before this runs)."""
+        with self._answer:
             self.requests.append((method, path, status))
             del self.requests[:-100]
+            self.answered += 1
+            self._answer.notify_all()
+
+    def wait_answered(self, count: int, timeout: float = 10.0) -> bool:
+        """Block until `count` requests were answered and counted (a client's read ends before the server's
+        bookkeeping does; tests and embedders wait here rather than read the counters at once)."""
+        with self._answer:
+            return self._answer.wait_for(lambda: self.answered >= count, timeout)
 
     def mark_fetched(self, from_ui: bool = True) -> None:
         with self._lock:

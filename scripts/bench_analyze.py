@@ -127,7 +127,7 @@ def bench_kineto(py: Path, repeat: int) -> None:
 
 def bench_qwen3(repeat: int) -> None:
     print("2. Qwen3 torch_npu sample: atbprof analyze vs msprof-analyze advisor all (wall / CPU s, commands)")
-    atb = [sys.executable, "-m", "atbprof.cli", "analyze", str(QWEN3), "--format", "json"]
+    atb = [sys.executable, "-m", "atbprof", "analyze", str(QWEN3), "--format", "json"]
     advisor = [str(PEER_VENV / "bin" / "msprof-analyze"), "advisor", "all", "-d", str(QWEN3), "-o"]
     ours: list[tuple[float, float]] = []
     theirs: list[tuple[float, float]] = []

@@ -305,7 +305,7 @@ def run_case(case: dict[str, Any], timeout: float) -> tuple[str, str, str]:
     import orjson
     from typer.testing import CliRunner
 
-    from atbprof.cli import app
+    from atbprof.commands import app
 
     files, template = materialise(case)
     with tempfile.TemporaryDirectory(prefix="atbprof-fuzz-") as d:

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Regenerate the README's seed-000 figure: the sweep fixtures/sweeps/seed000.yaml, its gain plot
-(docs/figures/seed000-fusion-gain.png) and the table of the model's gains beside the seed's claims (the README block
+"""Regenerate the seed-000 figure (README, docs/sweeps.md): the sweep fixtures/sweeps/seed000.yaml, its gain plot
+(docs/figures/seed000-fusion-gain.png) and the table of the model's gains beside the seed's claims (the block in docs/sweeps.md
 between the `seed000-sweep` markers).
 
-python scripts/make_figures.py          # rewrite the figure and the README block
+python scripts/make_figures.py          # rewrite the figure and the docs block
 python scripts/make_figures.py --check  # exit 1 if either is stale (the figure is checked by its data digest)
 """
 
@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from atbprof.plots.base import LIGHT, png_data_digest, render  # noqa: E402
-from atbprof.plots.targets import sweep_plots  # noqa: E402
+from atbprof.plots.sweep_figures import sweep_plots  # noqa: E402
 from atbprof.sweep.api import SweepResult, run_sweep  # noqa: E402
 
 SPEC = ROOT / "fixtures" / "sweeps" / "seed000.yaml"
 FIGURE = ROOT / "docs" / "figures" / "seed000-fusion-gain.png"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "sweeps.md"  # the table lives on the sweeps page
 BEGIN, END = "<!-- seed000-sweep:begin -->", "<!-- seed000-sweep:end -->"
 
 
@@ -56,7 +56,7 @@ def table(result: SweepResult) -> str:
 
 
 def gain_plot(result: SweepResult):  # type: ignore[no-untyped-def]
-    return next(p for p in sweep_plots(result) if p.name == "sweep-gain")
+    return next(p for p in sweep_plots(result.spec, result.report, result.table) if p.name == "sweep-gain")
 
 
 def stale() -> list[str]:
@@ -64,9 +64,9 @@ def stale() -> list[str]:
     problems = []
     if not FIGURE.exists() or png_data_digest(FIGURE.read_bytes()) != gain_plot(result).digest():
         problems.append(f"{FIGURE.relative_to(ROOT)} is not drawn from the current sweep")
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     if f"{BEGIN}\n{table(result)}\n{END}" not in text:
-        problems.append("README.md's seed000-sweep table differs from the current sweep")
+        problems.append("docs/sweeps.md's seed000-sweep table differs from the current sweep")
     return problems
 
 
@@ -76,18 +76,18 @@ def main() -> None:
     args = ap.parse_args()
     if args.check:
         problems = stale()
-        print("\n".join(problems) or "the README figure and table are current")
+        print("\n".join(problems) or "the figure and the table are current")
         raise SystemExit(1 if problems else 0)
     result = sweep()
     FIGURE.parent.mkdir(parents=True, exist_ok=True)
     FIGURE.write_bytes(render(gain_plot(result), LIGHT, "png"))
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     head, sep, rest = text.partition(BEGIN)
     if not sep:
-        raise SystemExit(f"README.md has no {BEGIN} marker")
+        raise SystemExit(f"docs/sweeps.md has no {BEGIN} marker")
     _, sep, tail = rest.partition(END)
-    README.write_text(f"{head}{BEGIN}\n{table(result)}\n{END}{tail}", encoding="utf-8")
-    print(f"wrote {FIGURE.relative_to(ROOT)} and the README table")
+    PAGE.write_text(f"{head}{BEGIN}\n{table(result)}\n{END}{tail}", encoding="utf-8")
+    print(f"wrote {FIGURE.relative_to(ROOT)} and the table in docs/sweeps.md")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from atbprof import __version__
-from atbprof.cli import app
+from atbprof.commands import app
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
@@ -100,11 +100,12 @@ def test_run_writes_the_run_directory_and_prints_the_summary(tmp_path: Path, mon
         "FFN (with its norm)",
         "other (embedding, LM head, sampling, host loop)",
         "per token",
-        f"wrote {out}/ ({', '.join(RUN_FILES)})",
-        f"next: atbprof analyze {out}   (unfused norms, latency breakdown, what fusing saves)",
-        f"      atbprof open {out}   (loads trace.json.gz in the Perfetto UI)",
-        f"      atbprof run --config {TINY} --fusion none --out {out}-unfused   (the other side)",
-        f"      atbprof diff {out}-unfused {out}   (what fusion changed, with statistics)",
+        # paths relative to the working directory (tmp_path), as a user would type them
+        f"wrote r/ ({', '.join(RUN_FILES)})",
+        "next: atbprof analyze r   # unfused norms, latency breakdown, what fusing saves",
+        "      atbprof open r   # loads trace.json.gz in the Perfetto UI",
+        "      atbprof run --config r --fusion none --out r-unfused   # the other side",
+        "      atbprof diff r-unfused r   # what fusion changed, with statistics",
     ):
         assert needle in text, needle
     assert not list(tmp_path.glob(".r.*")), "no temporary directory is left behind"
@@ -136,7 +137,7 @@ def test_run_json_matches_golden(tmp_path: Path) -> None:
         f"atbprof analyze {out}",
         f"atbprof report {out} --out {out}.html",
         f"atbprof open {out}",
-        f"atbprof run --config {TINY} --fusion none --out {out}-unfused",
+        f"atbprof run --config {out} --fusion none --out {out}-unfused",
         f"atbprof diff {out}-unfused {out}",
     ]
     check_golden(doc, GOLDEN)

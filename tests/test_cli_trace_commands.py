@@ -6,7 +6,7 @@ from pathlib import Path
 import orjson
 from typer.testing import CliRunner
 
-from atbprof.cli import app
+from atbprof.commands import app
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "traces" / "examples" / "seed000-lnfused"

@@ -1,4 +1,5 @@
-"""The README's seed-000 figure and table are what the current code draws from fixtures/sweeps/seed000.yaml."""
+"""The seed-000 figure (README, docs/sweeps.md) and its table (docs/sweeps.md) are what the current code draws from
+fixtures/sweeps/seed000.yaml."""
 
 import importlib.util
 

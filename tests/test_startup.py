@@ -21,7 +21,7 @@ _PROBE = (
     "atexit.register(lambda: print('gc', __import__('gc').get_threshold(), file=sys.stderr))\n"
     "atexit.register(lambda: print('matplotlib loaded' * ('matplotlib' in sys.modules), file=sys.stderr))\n"
     "sys.argv = ['atbprof', *sys.argv[1:]]\n"
-    "from atbprof.cli import main\n"
+    "from atbprof.commands import main\n"
     "main()\n"
 )
 

@@ -9,3 +9,8 @@ from atbprof.analyze.patterns import PatternSet, load_patterns
 from atbprof.analyze.report import FINDINGS_SCHEMA, AnalysisReport
 
 __all__ = ["FINDINGS_SCHEMA", "AnalysisReport", "PatternSet", "analyze", "load_patterns"]
+
+from atbprof._callable import make_callable
+from atbprof.analyze.entry import analyze_any
+
+make_callable(__name__, analyze_any)

@@ -12,7 +12,6 @@ from atbprof.analyze.attribute import attribute
 from atbprof.analyze.categories import norm_symbols
 from atbprof.analyze.charges import launch_latency_ns
 from atbprof.analyze.detect import detect_framework, detect_kernels
-from atbprof.analyze.estimate import device_for
 from atbprof.analyze.graph_edges import edges_for_run, run_config
 from atbprof.analyze.patterns import KINDS, OPPORTUNITY_KINDS, PatternSet, load_patterns
 from atbprof.analyze.report import AnalysisReport, Breakdown, Finding, Occurrence, PhaseCount, Source, WhatIf
@@ -297,10 +296,12 @@ def analyze(
         )
         wi = _not_estimated(why, breakdown.span_us)
     else:
-        device, why = device_for(meta)
+        from atbprof.predict.device import infer_device
+
+        device, clock_mhz, why = infer_device(profile.ops, meta)  # the same choice `predict` makes
         if ours:
             notes.append("run.json has no readable config/summary: the what-if uses the device model instead")
-        found, wi = whatif_device_model(found, device, why, breakdown.span_us)
+        found, wi = whatif_device_model(found, device, why, breakdown.span_us, clock_mhz)
     method = {"resimulated": "re-simulated", "device-model": f"device model ({wi.device})", "none": "not estimated"}
     findings = _findings(found, view, profile.framework, breakdown, top, method[wi.method])
     if profile.kind == "kineto":  # a CPU/CUDA torch trace: name the portable fused API first
@@ -354,16 +355,33 @@ def analyze(
 
 
 def _next_commands(profile: Profile, findings: list[Finding], ours: bool) -> list[str]:
-    path = profile.source
+    """Shell-quoted commands to run next (each works pasted; the reason is a shell comment)."""
+    from atbprof.hints import command, file_name
+
+    path = Path(profile.source)
     rules = list(dict.fromkeys(f.rule for f in findings if f.opportunity and f.rule and f.level == "kernel"))
+    fused = path.with_name(path.name + "-fused")
     if ours and rules:
         # --set, not --fusion: `--fusion X` replaces the whole fusion section, dropping an enable list
         return [
-            f"atbprof run --config {path} --set 'fusion.enable=[{', '.join(rules)}]' --out {path}-fused   "
-            "(this run again, with those rules: --config takes a run directory)",
-            f"atbprof analyze {path}-fused",
+            command(
+                "atbprof",
+                "run",
+                "--config",
+                path,
+                "--set",
+                f"fusion.enable=[{', '.join(rules)}]",
+                "--out",
+                fused,
+                why="this run again, with those rules: --config takes a run directory",
+            ),
+            command("atbprof", "analyze", fused),
         ]
-    report = f"atbprof report {path} --out {Path(path).name}-report.html   (one page: summary, figures, tables)"
+    page = Path(f"{file_name(path.name)}-report.html")
+    report = command("atbprof", "report", path, "--out", page, why="one page: summary, figures, tables")
     if ours:
-        return [f"atbprof open {path}   (the trace in https://ui.perfetto.dev)", report]
-    return [f"atbprof analyze {path} --format md > norm-analysis.md   (the same report as Markdown)", report]
+        return [command("atbprof", "open", path, why="the trace in https://ui.perfetto.dev"), report]
+    as_md = (
+        command("atbprof", "analyze", path, "--format", "md") + " > norm-analysis.md   # the same report as Markdown"
+    )
+    return [as_md, report]

@@ -176,6 +176,16 @@ class ClusterReport(_M):
     notes: list[str]
     trace: ClusterTrace | None = Field(default=None, description="the cluster trace written (--trace), else null")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of `atbprof analyze CLUSTER --format json`."""
+        return self.model_dump(mode="json")
+
+    def to_arrow(self) -> Any:
+        """One row per rank: its step split (`cluster.ranks`)."""
+        import pyarrow as pa
+
+        return pa.Table.from_pylist([r.model_dump(mode="json") for r in self.cluster.ranks])
+
 
 def _split(row: dict[str, Any]) -> dict[str, float]:
     return {c: round(float(row[c]), 3) for c in STEP_COLUMNS}

@@ -7,24 +7,18 @@ Add, the norm chain, the MatMul), the simulator's own fusion rules applied to th
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
 from atbprof.device.kernels import evaluate_costs
-from atbprof.device.spec import PRESETS, DeviceSpec, load_device
+from atbprof.device.spec import DeviceSpec, load_device
 from atbprof.fusion import FusionContext, apply_fusion, load_rules
 from atbprof.graph.builder import GraphBuilder
 from atbprof.graph.dims import ModelDims
 from atbprof.graph.expr import Lin, basis_values
 from atbprof.graph.nodes import Graph, Node
-
-DEFAULT_DEVICE = "910B2"
-# "Ascend910B" with no digit is the second-generation family (the db export's NPU_INFO, Short_SoC_version): it
-# names no one preset, and must not read as the first-generation "910"
-_PRESET_IN_TEXT = re.compile(r"910(?:B[1-4]?|A)?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -32,31 +26,6 @@ class FusedEstimate:
     fused_ns: float  # the fused kernel
     members_ns: float  # the kernels it replaces, as the model prices them
     matmul_ns: float  # the MatMul alone (Norm+MatMul), else 0
-
-
-def device_from_meta(meta: dict[str, object]) -> tuple[str, str] | None:
-    """(device preset, why) when the profile's metadata names a 910 variant, else None."""
-    candidates: list[object] = [meta.get(k) for k in ("device", "soc_version", "device_name", "chip", "npu")]
-    device = meta.get("device")
-    if isinstance(device, dict):
-        candidates += [device.get("name"), device.get("soc_version")]
-    for value in candidates:
-        if not isinstance(value, str):
-            continue
-        m = _PRESET_IN_TEXT.search(value)
-        if m:
-            text = m.group(0).upper()
-            if text == "910B":
-                continue
-            preset = "910A" if text == "910" else text
-            if preset in PRESETS:
-                return preset, f"from the profile's metadata ({value})"
-    return None
-
-
-def device_for(meta: dict[str, object]) -> tuple[str, str]:
-    """(device preset, why): the 910 variant named in the profile's metadata, else 910B2."""
-    return device_from_meta(meta) or (DEFAULT_DEVICE, "the profile does not say which 910 it ran on; 910B2 assumed")
 
 
 def _cost(nodes: list[Node], spec: DeviceSpec) -> float:
@@ -68,10 +37,21 @@ def _cost(nodes: list[Node], spec: DeviceSpec) -> float:
 
 @lru_cache(maxsize=256)
 def estimate(
-    kind: str, tokens: int, hidden: int, out_width: int, dtype: str, layer_norm: bool, with_add: bool, device: str
+    kind: str,
+    tokens: int,
+    hidden: int,
+    out_width: int,
+    dtype: str,
+    layer_norm: bool,
+    with_add: bool,
+    device: str,
+    clock_mhz: float | None = None,
 ) -> FusedEstimate:
-    """Model durations for one finding shape. `with_add`: the norm is an Add+Norm kernel (Norm+MatMul findings)."""
+    """Model durations for one finding shape. `with_add`: the norm is an Add+Norm kernel (Norm+MatMul findings);
+    `clock_mhz`: the AI Core clock the profile's counters show (predict/device.py), else the preset's."""
     spec = load_device(device)
+    if clock_mhz:
+        spec = spec.model_copy(update={"clock_ghz": clock_mhz / 1e3})
     dims = ModelDims(
         name="estimate",
         architecture="gpt" if layer_norm else "llama",

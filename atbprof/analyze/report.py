@@ -10,7 +10,7 @@ meaning.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
@@ -231,3 +231,11 @@ class AnalysisReport(_M):
         default=None, description="our runs made with --numerics: the run's numerics report (atbprof.numerics/1)"
     )
     occurrences: pa.Table = Field(exclude=True, description="FINDINGS_SCHEMA: every occurrence, not in the JSON")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of `atbprof analyze --format json`; `numerics` only for runs made with it."""
+        return self.model_dump(mode="json", exclude=None if self.numerics is not None else {"numerics"})
+
+    def to_arrow(self) -> pa.Table:
+        """Every occurrence of every finding (FINDINGS_SCHEMA), not only the examples the JSON lists."""
+        return self.occurrences

@@ -148,8 +148,11 @@ def _dtype(text: object) -> str:
     return "bf16" if isinstance(text, str) and "BF16" in text.upper() else "fp16"
 
 
-def whatif_device_model(findings: pa.Table, device: str, why: str, span_us: float) -> tuple[pa.Table, WhatIf]:
-    """Profiles without a config to re-simulate: the device model prices each fused kernel from its shapes."""
+def whatif_device_model(
+    findings: pa.Table, device: str, why: str, span_us: float, clock_mhz: float | None = None
+) -> tuple[pa.Table, WhatIf]:
+    """Profiles without a config to re-simulate: the device model prices each fused kernel from its shapes (on
+    `device` at `clock_mhz` when the profile's counters show a clock other than the preset's)."""
     k = findings.num_rows
     cols = {c: findings.column(c).to_pylist() for c in ("kind", "level", "shape", "dtype", "out_width", "fused_as")}
     kernel = findings.column("kernel_ns").to_numpy().astype(float)
@@ -216,6 +219,7 @@ def whatif_device_model(findings: pa.Table, device: str, why: str, span_us: floa
             "LayerNorm" in fused_as,
             after_add or "Add" in fused_as,
             device,
+            clock_mhz,
         )
         if kind == "norm_matmul":
             fused[i] = last[i] + est.fused_ns - est.matmul_ns  # the MatMul stays as measured
@@ -228,7 +232,8 @@ def whatif_device_model(findings: pa.Table, device: str, why: str, span_us: floa
             measured_members += kernel[i]
     use = counted(findings)
     total = float(saving[use].sum()) / 1e3
-    assumption = DEVICE_MODEL.format(device=device, why=why)
+    label = f"{device} at {clock_mhz:g} MHz" if clock_mhz else device
+    assumption = DEVICE_MODEL.format(device=label, why=why)
     if model_members and measured_members:
         ratio = model_members / measured_members
         assumption += (
@@ -237,7 +242,7 @@ def whatif_device_model(findings: pa.Table, device: str, why: str, span_us: floa
         )
     result = WhatIf(
         method="device-model" if k else "none",
-        device=device,
+        device=label,
         assumption=assumption,
         span_us=round(span_us, 3),
         total_saving_us=round(total, 3),

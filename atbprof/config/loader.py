@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 from collections.abc import Mapping
 from functools import lru_cache
@@ -264,6 +265,29 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
     return _validate(data, doc.lines, str(path), overrides, path.parent, path)
 
 
+_NAME_MAX = 96
+"""Characters of a run name made from its config's name and overrides (longer: cut, with a digest of the rest)."""
+
+
+def _name_with_overrides(name: str, overridden: dict[tuple[str, ...], str]) -> str:
+    """The config's name plus what the overrides changed (`seed000-baseline-batch_size-32`), so a run made with
+    `--set` or `--fusion` does not default to the same directory as the plain one. Output and numerics settings
+    change no figure and are left out; the name is a plain file name (no spaces or shell characters)."""
+    parts = []
+    for key, item in overridden.items():
+        if key[0] in ("output", "numerics"):
+            continue
+        value = item.partition("=")[2].strip().strip("'\"")
+        parts.append(f"{key[-1]}-{value}")
+    if not parts:
+        return name
+    full = re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join([name, *parts])).strip("-_")
+    if len(full) <= _NAME_MAX:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+    return f"{full[: _NAME_MAX - 9].rstrip('-')}-{digest}"
+
+
 def _validate(
     data: dict[str, Any],
     lines: Lines,
@@ -296,6 +320,8 @@ def _validate(
         data["fusion"] = translate_atb_fusion_config(fusion, source, lines, ("fusion",))
     if path is not None:
         data.setdefault("name", re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).lstrip(".") or "run")
+    if isinstance(data.get("name"), str) and ("name",) not in overridden:
+        data["name"] = _name_with_overrides(data["name"], overridden)
     model = data.get("model")
     if isinstance(model, dict) and isinstance(model.get("hf_config"), str):
         model["hf_config"] = _resolve(base, model["hf_config"])

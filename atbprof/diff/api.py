@@ -79,10 +79,15 @@ def diff(
     fail_if_slower_pct: float | None = None,
     name_map: dict[str, str] | None = None,
     patterns_file: str | None = None,
+    force: bool = False,
 ) -> DiffResult:
-    """Compare `new` against `base` (any two profiles). Pure: the profiles are not modified."""
+    """Compare `new` against `base` (any two profiles). Pure: the profiles are not modified. Unlike inputs (inference
+    against training, two different models) are refused unless `force` (diff/like.py)."""
+    from atbprof.diff.like import check_comparable
+
     patterns = load_patterns(patterns_file)
-    notes: list[str] = [f"{p.source}: {w}" for p in (base, new) for w in import_warnings(p)]
+    notes: list[str] = check_comparable(base, new, patterns, force)
+    notes += [f"{p.source}: {w}" for p in (base, new) for w in import_warnings(p)]
     sides = []
     steps_as = common_step_definition(base, new)
     # idle gaps are blamed on launches only when both inputs record them, at one latency (a run's host model)
@@ -100,8 +105,10 @@ def diff(
     for s in (a, b):
         if not len(s.frame_phase):
             raise InputError(f"{s.profile.source}: no ops to compare (an empty profile)")
-    m = match_runs(a, b) if a.ours and b.ours and not name_map else None
+    m = match_runs(a, b, force) if a.ours and b.ours and not name_map else None
     if m is None:
+        if a.ours and b.ours and force and not name_map:
+            notes.append("compared runs of different models at --force: matched by alignment, not by their graphs")
         m = match_aligned(a, b, name_map or {})
     if not len(m.pairs):
         raise InputError(
@@ -212,7 +219,7 @@ def diff_paths(
     with ThreadPoolExecutor(max_workers=2) as pool:
         loading = [pool.submit(load_profile, path, framework=False) for path in (base, new)]
         profiles = [f.result() for f in loading]
-    result = diff(profiles[0], profiles[1], **options)  # type: ignore[arg-type]
+    result = diff(profiles[0], profiles[1], force=force, **options)  # type: ignore[arg-type]
     if trace is not None:
         from atbprof.writers.diff_trace import write_diff_trace
 
@@ -223,7 +230,9 @@ def diff_paths(
             trace,
             force=force,
         )
-        note = f"trace: {written.path} ({len(written.pairs)} step pairs side by side)"
+        from atbprof.hints import shown
+
+        note = f"trace: {shown(written.path)} ({len(written.pairs)} step pairs side by side)"
         if written.note:
             note += f"; {written.note}"
         result.report.notes.append(note)

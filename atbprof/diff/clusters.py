@@ -8,56 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from atbprof.analyze.cluster_report import ClusterReport, RankRow
+from atbprof.diff.cluster_report import COLUMNS, Change, ClusterDiff, RankChange, StageChange
 from atbprof.diff.stats import compare
 from atbprof.errors import InputError
-
-CLUSTER_DIFF_SCHEMA_VERSION = "1"
-COLUMNS = ("stage_us", "computing_us", "communication_not_overlapped_us", "free_us", "bubble_us")
-
-
-class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Change(_M):
-    base: float
-    new: float
-    delta: float
-    delta_pct: float | None
-    ci_low: float | None
-    ci_high: float | None
-    significant: bool
-    method: str  # paired-t | exact | untestable (one rank)
-
-
-class StageChange(_M):
-    stage: int | None
-    ranks: list[int]  # the ranks both sides have in this stage
-    columns: dict[str, Change]  # COLUMNS, µs
-
-
-class RankChange(_M):
-    rank: int
-    stage: int | None
-    columns: dict[str, Change]  # one value a side: base, new, delta (untestable alone)
-    slow_base: bool
-    slow_new: bool
-
-
-class ClusterDiff(_M):
-    schema_version: str = CLUSTER_DIFF_SCHEMA_VERSION
-    base: str
-    new: str
-    summary: str
-    added_ranks: list[int]
-    removed_ranks: list[int]
-    stages: list[StageChange]
-    ranks: list[RankChange]
-    slow_ranks_base: list[int]
-    slow_ranks_new: list[int]
 
 
 def _change(base: list[float], new: list[float], threshold_pct: float) -> Change:

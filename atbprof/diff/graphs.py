@@ -66,18 +66,22 @@ class _UnionFind:
             self.parent[self.find(i)] = first
 
 
-def match_runs(base: Side, new: Side) -> Matching | None:
-    """The exact matching of two runs of ours, or None when either lacks a readable config (then: alignment)."""
+def match_runs(base: Side, new: Side, force: bool = False) -> Matching | None:
+    """The exact matching of two runs of ours, or None when either lacks a readable config (then: alignment). Runs
+    of different models are refused, or with `force` matched by alignment like any two profiles."""
     gb, gn = graphs_of(base), graphs_of(new)
     if gb is None or gn is None:
         return None
     (phases_b, sig_b), (phases_n, sig_n) = gb, gn
     if sig_b != sig_n:
+        if force:
+            return None
         raise InputError(
             f"{base.profile.source} and {new.profile.source} are runs of different models: "
             f"{_describe(run_config(base.profile.meta))} vs {_describe(run_config(new.profile.meta))} "
             f"({len(sig_b)} vs {len(sig_n)} kernels per step unfused). `atbprof diff` compares runs of one model "
-            "(fusion, device, execution or workload may differ): re-run one of them with the other's `model` section"
+            "(fusion, device, execution or workload may differ): re-run one of them with the other's `model` section, "
+            "or pass --force to compare them op by op anyway"
         )
     groups: list[GroupInfo] = []
     luts_b: dict[str, np.ndarray] = {}

@@ -5,7 +5,10 @@ Sign convention everywhere: delta = new - base, so a negative time delta is fast
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -182,3 +185,13 @@ class DiffReport(_M):
     regression: bool = Field(description="a significant slowdown of decode per token or TTFT beyond fail_if_slower")
     regression_check: RegressionCheck | None = Field(default=None, description="only with --fail-if-slower")
     numerics: NumericsChange | None = Field(default=None, description="only when a run was made with --numerics")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of `atbprof diff --format json`."""
+        return self.model_dump(mode="json")
+
+    def to_arrow(self) -> pa.Table:
+        """One row per compared group (`rows`, grouped as `by` says)."""
+        import pyarrow as pa
+
+        return pa.Table.from_pylist([r.model_dump(mode="json") for r in self.rows])

@@ -20,7 +20,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from atbprof import __version__
 from atbprof.export import cluster
 from atbprof.export.common import (
     EPOCH_BASE_NS,
@@ -38,6 +37,7 @@ from atbprof.export.tables import (
     kernel_details_lines,
 )
 from atbprof.export.timeline import BusyTracker, TraceWriter
+from atbprof.version import __version__
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 CANN_VERSION = "8.3.RC1"  # the header variant written (Device_id, Block Dim, OP State, HF32 Eligible)

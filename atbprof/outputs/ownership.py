@@ -8,7 +8,7 @@ from typing import Literal
 
 import orjson
 
-from atbprof import __version__
+from atbprof.version import __version__
 
 OutputKind = Literal[
     "run", "export", "diff-trace", "device-spec", "cluster-tables", "cluster-trace", "sweep", "plots", "report"

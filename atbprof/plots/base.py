@@ -126,10 +126,22 @@ def render(plot: Plot, theme: Theme = LIGHT, fmt: FigureFormat = "png") -> bytes
 _RENDERED: dict[tuple[object, ...], bytes] = {}
 
 
+TITLE_PT = 11
+_CHAR_WIDTH_EM = 0.6  # DejaVu Sans averages ~0.55 em a character: a little margin on top
+
+
+def fitted_title(title: str, width_in: float) -> str:
+    """The title wrapped to the figure's width (a long sweep or run name would otherwise run off the edge)."""
+    import textwrap
+
+    per_line = max(20, int(width_in * 72 * 0.97 / (TITLE_PT * _CHAR_WIDTH_EM)))
+    return "\n".join(textwrap.wrap(title, per_line, break_long_words=True, break_on_hyphens=True)) or title
+
+
 def _render(plot: Plot, theme: Theme, fmt: FigureFormat) -> bytes:
     fig = new_figure(plot, theme)
     plot.draw(fig, theme, plot.data)
-    fig.suptitle(plot.title, color=theme.fg, fontsize=11, x=0.01, ha="left")
+    fig.suptitle(fitted_title(plot.title, plot.size[0]), color=theme.fg, fontsize=TITLE_PT, x=0.01, ha="left")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
@@ -159,3 +171,8 @@ def png_data_digest(png: bytes) -> str | None:
 
 def ms(x: float) -> str:
     return f"{x:,.2f}"
+
+
+def figure_files(plots: list[Plot], fmt: FigureFormat, theme: str = "light") -> dict[str, bytes]:
+    """File name -> bytes of each plot."""
+    return {f"{p.name}.{fmt}": render(p, THEMES[theme], fmt) for p in plots}

@@ -3,36 +3,12 @@
 profile (any importer) -> device choice (device.py) -> price.py (one model node per distinct kernel) -> report.py.
 """
 
-from __future__ import annotations
-
-import pyarrow.compute as pc
-
-from atbprof.device.spec import DeviceSpec
-from atbprof.errors import InputError
-from atbprof.importers.base import Profile
-from atbprof.predict.device import choose_device
-from atbprof.predict.price import price_kernels
-from atbprof.predict.report import PREDICT_SCHEMA_VERSION, DeviceChoice, PredictReport, summarize
+from atbprof.predict.api import check_priceable, predict_profile
+from atbprof.predict.report import PREDICT_SCHEMA_VERSION, PredictReport
 
 __all__ = ["PREDICT_SCHEMA_VERSION", "PredictReport", "check_priceable", "predict_profile"]
 
+from atbprof._callable import make_callable
+from atbprof.predict.entry import predict_any
 
-def check_priceable(profile: Profile) -> None:
-    """Refuse a profile with nothing to price (no kernels, or no shapes), naming the fix."""
-    if profile.ops.num_rows == 0:
-        raise InputError(f"{profile.source}: the profile has no device kernels to price")
-    if pc.all(pc.is_null(profile.ops.column("input_shapes"))).as_py():
-        raise InputError(
-            f"{profile.source}: no kernel has Input Shapes, so none can be priced; capture with "
-            "record_shapes=True (torch_npu profiler_level Level1 or higher; msprof op_summary has them)"
-        )
-
-
-def predict_profile(
-    profile: Profile, device: str | None = None, spec: tuple[DeviceSpec, DeviceChoice] | None = None
-) -> PredictReport:
-    """Measured vs predicted for every kernel of `profile`. `device`: a preset or spec YAML (else inferred from
-    the profile); `spec`: an already chosen spec and how (calibrate's before/after), which overrides `device`."""
-    check_priceable(profile)
-    chosen, how = spec or choose_device(profile.ops, profile.meta, device)
-    return summarize(price_kernels(profile.ops, chosen), profile.source, how)
+make_callable(__name__, predict_any)

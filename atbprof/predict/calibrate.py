@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,10 +18,10 @@ import numpy as np
 from atbprof.device.spec import DeviceSpec
 from atbprof.importers.base import Profile
 from atbprof.inputs import read_text
-from atbprof.predict import check_priceable
+from atbprof.predict.api import check_priceable
 from atbprof.predict.device import choose_device
-from atbprof.predict.price import build_kernel_set, node_durations, row_predictions
-from atbprof.predict.report import Accuracy, DeviceChoice, accuracy
+from atbprof.predict.price import KernelSet, build_kernel_set, node_durations, row_predictions
+from atbprof.predict.report import Accuracy, Calibration, HostDispatch, accuracy
 
 FITTED: tuple[tuple[str, str, float, float], ...] = (
     # (section, field, low, high): the physical range a fit may move in
@@ -35,28 +36,6 @@ FITTED: tuple[tuple[str, str, float, float], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class HostDispatch:
-    """Host time per kernel launch read from api_statistic.csv (aclnn* API time / kernel launches)."""
-
-    per_kernel_us: float
-    launches: int
-    source: str
-
-
-@dataclass(frozen=True)
-class Calibration:
-    base: DeviceChoice
-    spec: DeviceSpec  # the fitted spec
-    fitted: dict[str, float]  # "section.field" -> value
-    before: Accuracy
-    after: Accuracy
-    kernels: int  # priced kernels the fit used
-    distinct: int  # distinct kernel signatures
-    source: str
-    host_dispatch: HostDispatch | None
-
-
 def _with(spec: DeviceSpec, x: np.ndarray) -> DeviceSpec:
     doc = spec.model_dump()
     for (section, name, _, _), value in zip(FITTED, x, strict=True):
@@ -64,9 +43,100 @@ def _with(spec: DeviceSpec, x: np.ndarray) -> DeviceSpec:
     return DeviceSpec.model_validate(doc)
 
 
-def calibrate_profile(profile: Profile, device: str | None = None) -> Calibration:
+CV_FOLDS = 5
+"""k of the k-fold cross-validation over distinct kernels (each held out once, assigned round-robin in their
+order of first appearance: deterministic, no random split)."""
+
+
+@dataclass(frozen=True)
+class _Points:
+    """The fit's data: per model node (a distinct kernel), its measured median, weight and op type."""
+
+    kernels: KernelSet
+    med: np.ndarray
+    weight: np.ndarray
+    use: np.ndarray  # nodes with a measured duration
+    op_type: np.ndarray  # per node
+
+
+def _fit(
+    points: _Points, base: DeviceSpec, nodes: np.ndarray, x0: np.ndarray | None = None
+) -> tuple[DeviceSpec, np.ndarray]:
+    """Fit the shared efficiencies and static costs (stage 1), then one time scale per op type (stage 2), on the
+    nodes where `nodes` is true; op types with no such node keep the base spec's scale."""
     from scipy.optimize import least_squares
 
+    lo = np.array([b[2] for b in FITTED])
+    hi = np.array([b[3] for b in FITTED])
+    start = np.array([getattr(getattr(base, s), f) for s, f, _, _ in FITTED]) if x0 is None else x0
+    start = np.clip(start, lo + 1e-9, hi - 1e-9)
+    fit_on = points.use & nodes
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        pred = node_durations(points.kernels, _with(base, x))
+        return (points.weight * np.log(np.maximum(pred, 1.0) / points.med))[fit_on]
+
+    fit = least_squares(residuals, start, bounds=(lo, hi), x_scale=hi - lo, diff_step=1e-3, max_nfev=200)
+    x = np.round(fit.x, 4)
+    spec = _with(base, x)
+    # stage 2: what the shared efficiencies leave per op type, as one time scale each (weighted log mean)
+    pred = node_durations(points.kernels, spec)
+    log_gap: dict[str, list[float]] = {}
+    for n in np.flatnonzero(fit_on):
+        entry = log_gap.setdefault(str(points.op_type[n]), [0.0, 0.0])
+        entry[0] += points.weight[n] ** 2 * np.log(points.med[n] / max(pred[n], 1.0))
+        entry[1] += points.weight[n] ** 2
+    scales = {t: round(float(np.clip(np.exp(a / w), 0.05, 20)), 4) for t, (a, w) in sorted(log_gap.items()) if w > 0}
+    doc = spec.model_dump()
+    doc["op_time_scale"] = {**base.op_time_scale, **{t: v for t, v in scales.items() if abs(v - 1) >= 0.005}}
+    return DeviceSpec.model_validate(doc), x
+
+
+LOTO_SHARE = 0.9
+"""Leave-one-op-type-out holds out, one at a time, the op types that carry this share of the measured time (the
+heaviest first); the remaining small types are held out together, as one more fold. Each fold is a full fit
+(~1 s on a 2,400-kernel profile): one per op type of a long tail would cost minutes and move the error little."""
+
+
+def _type_folds(points: _Points, node_rows: list[list[int]], measured: np.ndarray) -> np.ndarray:
+    """A fold id per node: its op type's, for the heaviest types; one shared id for the rest."""
+    time_of: dict[str, float] = {}
+    for n, rows in enumerate(node_rows):
+        time_of[str(points.op_type[n])] = time_of.get(str(points.op_type[n]), 0.0) + float(measured[rows].sum())
+    total = sum(time_of.values()) or 1.0
+    own: dict[str, int] = {}
+    covered = 0.0
+    for name, t in sorted(time_of.items(), key=lambda kv: (-kv[1], kv[0])):
+        if covered >= LOTO_SHARE * total:
+            break
+        own[name] = len(own)
+        covered += t
+    return np.array([own.get(str(t), len(own)) for t in points.op_type], dtype=np.int64)
+
+
+def _held_out(
+    points: _Points, base: DeviceSpec, folds: np.ndarray, x0: np.ndarray, fitted: Callable[[], None]
+) -> np.ndarray:
+    """Per node, its duration predicted by a spec fitted without its fold (`folds`: a fold id per node)."""
+    pred = np.full(len(points.med), np.nan)
+    for fold in np.unique(folds[points.use]):
+        test = folds == fold
+        spec, _ = _fit(points, base, ~test, x0)
+        pred[test] = node_durations(points.kernels, spec)[test]
+        fitted()
+    return pred
+
+
+def calibrate_profile(
+    profile: Profile,
+    device: str | None = None,
+    cross_validate: bool = True,
+    on_fit: Callable[[int, int], None] | None = None,
+) -> Calibration:
+    """Fit on every priced kernel (the spec written), and report its error in-sample and cross-validated: k-fold
+    over distinct kernels and leave-one-op-type-out (a held-out op type gets no scale of its own), each fold
+    fitted afresh. In-sample error flatters a fit of 8 efficiencies and one scale per op type: the cross-validated
+    figures are what a calibrated spec can be expected to do on kernels it has not seen."""
     check_priceable(profile)
     base, how = choose_device(profile.ops, profile.meta, device)
     kernels = build_kernel_set(profile.ops, base)
@@ -79,40 +149,38 @@ def calibrate_profile(profile: Profile, device: str | None = None) -> Calibratio
         if n >= 0 and measured[row] > 0:
             node_rows[n].append(row)
     use = np.array([bool(r) for r in node_rows])
-    med = np.array([np.median(measured[r]) if r else 1.0 for r in node_rows])
-    weight = np.array([measured[r].sum() if r else 0.0 for r in node_rows])
-    weight = np.sqrt(weight / max(weight.sum(), 1.0))
     if not use.any():
         from atbprof.errors import InputError
 
         raise InputError(f"{profile.source}: no priced kernel with a measured duration: nothing to fit")
-    x0 = np.array([getattr(getattr(base, s), f) for s, f, _, _ in FITTED])
-    lo = np.array([b[2] for b in FITTED])
-    hi = np.array([b[3] for b in FITTED])
-    x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
+    med = np.array([np.median(measured[r]) if r else 1.0 for r in node_rows])
+    weight = np.array([measured[r].sum() if r else 0.0 for r in node_rows])
+    weight = np.sqrt(weight / max(weight.sum(), 1.0))
+    op_type = np.array([node.op_type for node in kernels.nodes], dtype=object)
+    points = _Points(kernels, med, weight, use, op_type)
+    kfold = np.where(use, (np.cumsum(use) - 1) % CV_FOLDS, -1)  # round-robin, in order of first appearance
+    by_type = _type_folds(points, node_rows, measured)
+    total = 1 + (len(np.unique(kfold[use])) + len(np.unique(by_type[use])) if cross_validate else 0)
+    fits = [0]
 
-    def residuals(x: np.ndarray) -> np.ndarray:
-        pred = node_durations(kernels, _with(base, x))
-        return (weight * np.log(np.maximum(pred, 1.0) / med))[use]
+    def fitted() -> None:
+        fits[0] += 1
+        if on_fit is not None:
+            on_fit(fits[0], total)
 
-    fit = least_squares(residuals, x0, bounds=(lo, hi), x_scale=hi - lo, diff_step=1e-3, max_nfev=200)
-    x = np.round(fit.x, 4)
-    spec = _with(base, x)
-    # second stage: what the shared efficiencies leave per op type, as one time scale each (weighted log mean)
-    pred = node_durations(kernels, spec)
-    log_gap: dict[str, list[float]] = {}
-    for n, node in enumerate(kernels.nodes):
-        if use[n]:
-            entry = log_gap.setdefault(node.op_type, [0.0, 0.0])
-            entry[0] += weight[n] ** 2 * np.log(med[n] / max(pred[n], 1.0))
-            entry[1] += weight[n] ** 2
-    scales = {t: round(float(np.clip(np.exp(a / w), 0.05, 20)), 4) for t, (a, w) in sorted(log_gap.items()) if w > 0}
-    doc = spec.model_dump()
-    doc["op_time_scale"] = {**base.op_time_scale, **{t: v for t, v in scales.items() if abs(v - 1) >= 0.005}}
-    spec = DeviceSpec.model_validate(doc)
+    spec, x = _fit(points, base, np.ones(len(med), dtype=bool))
+    fitted()
     compute = ~kernels.communication[kernels.keys]
-    before = accuracy(measured[compute], row_predictions(kernels, node_durations(kernels, base))[compute])
-    after = accuracy(measured[compute], row_predictions(kernels, node_durations(kernels, spec))[compute])
+
+    def rows_error(node_pred: np.ndarray) -> Accuracy:
+        return accuracy(measured[compute], row_predictions(kernels, node_pred)[compute])
+
+    before = rows_error(node_durations(kernels, base))
+    after = rows_error(node_durations(kernels, spec))
+    cross: dict[str, Accuracy] = {}
+    if cross_validate:
+        cross[f"{CV_FOLDS}-fold over kernels"] = rows_error(_held_out(points, base, kfold, x, fitted))
+        cross["leave-one-op-type-out"] = rows_error(_held_out(points, base, by_type, x, fitted))
     return Calibration(
         base=how,
         spec=spec,
@@ -123,6 +191,7 @@ def calibrate_profile(profile: Profile, device: str | None = None) -> Calibratio
         distinct=int(priced_sig.sum()),
         source=profile.source,
         host_dispatch=host_dispatch(Path(profile.source)),
+        cross_validated=cross,
     )
 
 

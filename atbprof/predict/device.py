@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from atbprof.analyze.estimate import device_from_meta
 from atbprof.device.spec import PRESETS, DeviceSpec, load_device
 from atbprof.errors import InputError, UsageError
 from atbprof.predict.report import DeviceChoice
@@ -21,6 +21,43 @@ _VECTOR = ("AI_VECTOR_CORE", "MIX_AIV")
 
 CLOCK_TOLERANCE = 0.005
 """A measured clock this close to the spec's is the spec's (counter rounding)."""
+DEFAULT_DEVICE = "910B2"
+"""What analyze assumes of a profile that names no device and records no Block Dim (it says so)."""
+# "Ascend910B" with no digit is the second-generation family (the db export's NPU_INFO, Short_SoC_version): it
+# names no one preset, and must not read as the first-generation "910"
+_PRESET_IN_TEXT = re.compile(r"910(?:B[1-4]?|A)?", re.IGNORECASE)
+
+
+def device_from_meta(meta: dict[str, object]) -> tuple[str, str] | None:
+    """(device preset, why) when the profile's metadata names a 910 variant, else None."""
+    candidates: list[object] = [meta.get(k) for k in ("device", "soc_version", "device_name", "chip", "npu")]
+    device = meta.get("device")
+    if isinstance(device, dict):
+        candidates += [device.get("name"), device.get("soc_version")]
+    for value in candidates:
+        if not isinstance(value, str):
+            continue
+        m = _PRESET_IN_TEXT.search(value)
+        if m:
+            text = m.group(0).upper()
+            if text == "910B":
+                continue
+            preset = "910A" if text == "910" else text
+            if preset in PRESETS:
+                return preset, f"from the profile's metadata ({value})"
+    return None
+
+
+def infer_device(ops: pa.Table, meta: dict[str, object]) -> tuple[str, float | None, str]:
+    """(preset, clock in MHz when the profile's counters show another than the preset's, why): the same choice
+    `predict` makes, for `analyze`'s what-if; a profile that says nothing gets DEFAULT_DEVICE, said so."""
+    try:
+        spec, choice = choose_device(ops, meta, None)
+    except InputError:
+        return DEFAULT_DEVICE, None, f"the profile does not say which 910 it ran on; {DEFAULT_DEVICE} assumed"
+    preset = choice.preset or spec.name
+    clock = choice.clock_mhz if choice.clock_from == "profile cycle counters" else None
+    return preset, clock, choice.how
 
 
 def choose_device(ops: pa.Table, meta: dict[str, object], device: str | None) -> tuple[DeviceSpec, DeviceChoice]:

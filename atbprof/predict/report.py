@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from atbprof.device.spec import DeviceSpec
 
 PREDICT_SCHEMA_VERSION = "1"
 
@@ -57,6 +61,31 @@ class PredictReport:
     communication_us: float
     op_types: list[OpTypeAccuracy]  # priced op types, most measured time first
     unpriced: list[Unpriced]  # most measured time first (communication included, said so in `why`)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of `atbprof predict --format json` (schema_version 1): every figure of the report,
+        all op types (no --top cut)."""
+        overall: dict[str, Any] = asdict(self.overall)
+        overall["priced_fraction"] = self.priced_fraction
+        overall["communication_us"] = self.communication_us
+        return {
+            "schema_version": PREDICT_SCHEMA_VERSION,
+            "source": self.source,
+            "device": {
+                "preset": self.device.preset,
+                "spec": self.device.spec,
+                "how": self.device.how,
+                "clock_mhz": self.device.clock_mhz,
+                "clock_from": self.device.clock_from,
+            },
+            "overall": overall,
+            "op_types": [{"op_type": r.op_type, **asdict(r.accuracy)} for r in self.op_types],
+            "unpriced": [asdict(u) for u in self.unpriced],
+        }
+
+    def to_arrow(self) -> pa.Table:
+        """One row per priced op type: the `op_types` list as a table."""
+        return pa.Table.from_pylist([{"op_type": r.op_type, **asdict(r.accuracy)} for r in self.op_types])
 
 
 def accuracy(measured_ns: np.ndarray, predicted_ns: np.ndarray) -> Accuracy:
@@ -120,3 +149,28 @@ def summarize(prices: pa.Table, source: str, device: DeviceChoice) -> PredictRep
         op_types=rows,
         unpriced=lost,
     )
+
+
+@dataclass(frozen=True)
+class HostDispatch:
+    """Host time per kernel launch read from api_statistic.csv (aclnn* API time / kernel launches)."""
+
+    per_kernel_us: float
+    launches: int
+    source: str
+
+
+@dataclass(frozen=True)
+class Calibration:
+    base: DeviceChoice
+    spec: DeviceSpec  # the fitted spec
+    fitted: dict[str, float]  # "section.field" -> value
+    before: Accuracy
+    after: Accuracy
+    kernels: int  # priced kernels the fit used
+    distinct: int  # distinct kernel signatures
+    source: str
+    host_dispatch: HostDispatch | None
+    cross_validated: dict[str, Accuracy] = field(default_factory=dict)
+    """Held-out error per scheme (k-fold over kernels, leave-one-op-type-out): each kernel predicted by a spec
+    fitted without it. `after` is in-sample: the same kernels the spec was fitted on."""

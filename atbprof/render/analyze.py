@@ -203,8 +203,8 @@ def analysis_markdown(report: AnalysisReport) -> str:
 
 
 def analysis_json(report: AnalysisReport) -> dict[str, Any]:
-    """The documented JSON contract (see atbprof/analyze/report.py); `numerics` only for runs made with it."""
-    return report.model_dump(mode="json", exclude=None if report.numerics is not None else {"numerics"})
+    """The documented JSON contract (the result's to_dict)."""
+    return report.to_dict()
 
 
 def numerics_section(n: NumericsReport) -> Section:

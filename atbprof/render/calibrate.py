@@ -6,8 +6,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from atbprof.predict.calibrate import Calibration
-from atbprof.predict.report import PREDICT_SCHEMA_VERSION
+from atbprof.hints import command, shown
+from atbprof.predict.report import PREDICT_SCHEMA_VERSION, Calibration
 from atbprof.render.predict import percent
 from atbprof.render.sections import Section, render_sections
 
@@ -20,12 +20,19 @@ DEFAULT_DISPATCH_US = 45.0
 
 def sections(cal: Calibration, written: Path) -> list[Section]:
     b, a = cal.before, cal.after
+    held = "; ".join(f"{percent(acc.time_weighted_error)} {name}" for name, acc in cal.cross_validated.items())
+    verdict = (
+        f"; on kernels held out of the fit: {held}"
+        if held
+        else " (in-sample only: --cross-validate tells the error on kernels the fit has not seen)"
+    )
     out = [
         Section(
             "summary",
             lines=[
-                f"time-weighted error {percent(b.time_weighted_error)} -> {percent(a.time_weighted_error)} over "
-                f"{cal.kernels:,} kernels ({cal.distinct} distinct); wrote {written}"
+                f"time-weighted error {percent(b.time_weighted_error)} (the preset) -> {percent(a.time_weighted_error)}"
+                f" in-sample (fitted and scored on the same {cal.kernels:,} kernels, {cal.distinct} distinct)"
+                f"{verdict}; wrote {shown(written)}"
             ],
         ),
         Section(
@@ -33,6 +40,16 @@ def sections(cal: Calibration, written: Path) -> list[Section]:
             lines=[f"profile: {cal.source}", f"started from: {cal.base.preset or cal.base.spec} ({cal.base.how})"],
         ),
     ]
+    errors = Section(
+        "error (time-weighted, median, P90 per kernel)", ["", "time-weighted", "median", "P90"], numeric={1, 2, 3}
+    )
+    rows = [("preset, before the fit", b), ("in-sample (the kernels it was fitted on)", a)]
+    rows += [(f"cross-validated: {name}", acc) for name, acc in cal.cross_validated.items()]
+    errors.rows = [
+        [label, percent(acc.time_weighted_error), percent(acc.median_abs_pct_error), percent(acc.p90_abs_pct_error)]
+        for label, acc in rows
+    ]
+    out.append(errors)
     fitted = Section("fitted", ["field", "value"], numeric={1})
     fitted.rows = [[k, f"{v:g}"] for k, v in cal.fitted.items()]
     fitted.rows += [[f"op_time_scale.{k}", f"{v:g}"] for k, v in cal.spec.op_time_scale.items()]
@@ -49,7 +66,7 @@ def sections(cal: Calibration, written: Path) -> list[Section]:
                 ],
             )
         )
-    out.append(Section("next", lines=[f"atbprof predict {cal.source} --device {written}"]))
+    out.append(Section("next", lines=[command("atbprof", "predict", Path(cal.source), "--device", Path(written))]))
     return out
 
 
@@ -58,13 +75,16 @@ def render_calibration(cal: Calibration, written: Path, console: Console) -> Non
 
 
 def calibration_json(cal: Calibration, written: Path) -> dict[str, Any]:
-    """The JSON contract: {schema_version, spec_path, fitted, op_time_scale, before, after, host_dispatch_us}."""
+    """The JSON contract: {schema_version, spec_path, fitted, op_time_scale, before, in_sample (= after, kept for
+    older readers), cross_validated {scheme: figures} (empty with --no-cross-validate), kernels, host_dispatch_us}."""
     return {
         "schema_version": PREDICT_SCHEMA_VERSION,
-        "spec_path": str(written),
+        "spec_path": shown(written),
         "fitted": cal.fitted,
         "op_time_scale": cal.spec.op_time_scale,
         "before": asdict(cal.before),
+        "in_sample": asdict(cal.after),
+        "cross_validated": {name: asdict(acc) for name, acc in cal.cross_validated.items()},
         "after": asdict(cal.after),
         "kernels": cal.kernels,
         "host_dispatch_us": cal.host_dispatch.per_kernel_us if cal.host_dispatch else None,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atbprof.analyze.cluster_report import ClusterReport, RankRow, StageRow, link_bandwidths
+from atbprof.hints import command, file_name
+from atbprof.hints import shown as shown_path
 from atbprof.render.sections import Section, render_sections, sections_markdown
 
 if TYPE_CHECKING:
@@ -129,14 +132,17 @@ def sections(report: ClusterReport, top: int = 10) -> list[Section]:
     if report.trace is not None:
         t = report.trace
         lines = [
-            f"wrote {t.path}: ranks {_listed(t.ranks)}, steps {_listed(t.steps)} ({t.events:,} events); open it "
-            f"with `atbprof open {t.path}` or in https://ui.perfetto.dev"
+            f"wrote {shown_path(Path(t.path))}: ranks {_listed(t.ranks)}, steps {_listed(t.steps)} ({t.events:,} "
+            "events); open it "
+            f"with `{command('atbprof', 'open', Path(t.path))}` or in https://ui.perfetto.dev"
         ]
         out.append(Section("trace", lines=lines + ([t.note] if t.note else [])))
     out += [Section("warning", lines=report.warnings)] if report.warnings else []
     out.append(Section("notes", lines=report.notes))
-    name = src.path.rstrip("/").rsplit("/", 1)[-1]
-    out.append(Section("next", lines=[f"atbprof report {src.path} --out {name}-report.html   (figures and tables)"]))
+    page = Path(f"{file_name(Path(src.path).name)}-report.html")
+    out.append(
+        Section("next", lines=[command("atbprof", "report", Path(src.path), "--out", page, why="figures and tables")])
+    )
     return out
 
 
@@ -197,5 +203,5 @@ def cluster_markdown(report: ClusterReport) -> str:
 
 
 def cluster_json(report: ClusterReport) -> dict[str, Any]:
-    """The documented JSON contract (atbprof/analyze/cluster_report.py, schema_version 1)."""
-    return report.model_dump(mode="json")
+    """The documented JSON contract (the result's to_dict)."""
+    return report.to_dict()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from atbprof.diff.clusters import COLUMNS, Change, ClusterDiff
+from atbprof.diff.cluster_report import COLUMNS, Change, ClusterDiff
 from atbprof.render.sections import Section, render_sections, sections_markdown
 
 if TYPE_CHECKING:
@@ -70,5 +70,5 @@ def cluster_diff_markdown(d: ClusterDiff) -> str:
 
 
 def cluster_diff_json(d: ClusterDiff) -> dict[str, Any]:
-    """The documented JSON contract (atbprof/diff/clusters.py, schema_version 1)."""
-    return d.model_dump(mode="json")
+    """The documented JSON contract (the result's to_dict)."""
+    return d.to_dict()

@@ -6,9 +6,11 @@ positive one is a regression (red).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atbprof.diff.report import DiffReport, Figure
+from atbprof.hints import command
 from atbprof.render.sections import Section, render_sections, sections_markdown
 
 if TYPE_CHECKING:
@@ -172,14 +174,24 @@ def sections(report: DiffReport, args: tuple[str, str] | None = None) -> list[Se
     out.append(Section("assumptions", lines=[f"- {a}" for a in report.assumptions]))
     if report.notes:
         out.append(Section("notes", lines=[f"- {n}" for n in report.notes]))
-    a, b = args or (report.base.path, report.new.path)
+    a, b = (Path(p) for p in (args or (report.base.path, report.new.path)))
     out.append(
         Section(
             "next",
             lines=[
-                f"atbprof diff {a} {b} --trace diff.json.gz   (both runs side by side in https://ui.perfetto.dev)",
-                f"atbprof diff {a} {b} --by layer   (or category, role, shape)",
-                f"atbprof report {a} {b} --out diff-report.html   (one page: the figures and these tables)",
+                command(
+                    "atbprof",
+                    "diff",
+                    a,
+                    b,
+                    "--trace",
+                    "diff.json.gz",
+                    why="both runs side by side in https://ui.perfetto.dev",
+                ),
+                command("atbprof", "diff", a, b, "--by", "layer", why="or category, role, shape"),
+                command(
+                    "atbprof", "report", a, b, "--out", "diff-report.html", why="one page: the figures and these tables"
+                ),
             ],
         )
     )
@@ -228,5 +240,5 @@ def diff_markdown(report: DiffReport) -> str:
 
 
 def diff_json(report: DiffReport) -> dict[str, Any]:
-    """The documented JSON contract (see atbprof/diff/report.py)."""
-    return report.model_dump(mode="json")
+    """The documented JSON contract (the result's to_dict)."""
+    return report.to_dict()

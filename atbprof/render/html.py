@@ -6,16 +6,29 @@ from __future__ import annotations
 
 import base64
 import html
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import orjson
 
-from atbprof import __version__
 from atbprof.plots.base import DARK, LIGHT, Plot, render
+from atbprof.version import __version__
 
 if TYPE_CHECKING:
-    from atbprof.plots.targets import Target
     from atbprof.render.sections import Section
+
+
+@dataclass(frozen=True)
+class Page:
+    """What a page shows: made by the caller from a typed result (its figures and its terminal view's sections)."""
+
+    kind: str  # run | diff | cluster | sweep | profile
+    name: str
+    paths: list[Path]
+    plots: list[Plot]
+    sections: list[Section]
+
 
 _CSS = """
 :root { color-scheme: light dark; --fg: #1f2328; --bg: #ffffff; --muted: #59636e; --line: #d8dee4;
@@ -28,13 +41,15 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 28px 0 8p
   padding-bottom: 4px; }
 .summary { font-weight: 600; } .muted, footer { color: var(--muted); font-size: 12px; }
 table { border-collapse: collapse; margin: 6px 0 10px; font-size: 13px; }
+.wide { max-width: 100%; overflow-x: auto; }
+h1, p, td, figcaption { overflow-wrap: anywhere; }
 th, td { border: 1px solid var(--line); padding: 3px 8px; vertical-align: top; }
 th { background: var(--head); text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums;
   white-space: nowrap; }
 figure { margin: 12px 0 22px; } figure img { max-width: 100%; height: auto; border: 1px solid var(--line);
   border-radius: 6px; } figcaption { color: var(--muted); font-size: 12px; }
-pre { background: var(--head); padding: 8px; border-radius: 6px; overflow-x: auto; }
-nav a { color: var(--accent); margin-right: 12px; }
+pre { background: var(--head); padding: 8px; border-radius: 6px; white-space: pre-wrap; overflow-wrap: anywhere; }
+nav { display: flex; flex-wrap: wrap; gap: 4px 12px; } nav a { color: var(--accent); }
 """
 
 
@@ -67,7 +82,10 @@ def _section(sec: Section) -> str:
                 for i, c in enumerate(row)
             )
             body.append(f"<tr>{cells}</tr>")
-        out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+        # a wide table scrolls in its own box: the page itself never scrolls sideways
+        out.append(
+            f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+        )
     if sec.title == "next" and sec.lines:
         out.append("<pre>" + html.escape("\n".join(sec.lines)) + "</pre>")
     else:
@@ -88,9 +106,9 @@ def _page(title: str, kind: str, body: list[str]) -> bytes:
     return (head + "\n".join(body) + foot).encode()
 
 
-def report_page(target: Target) -> bytes:
+def report_page(target: Page) -> bytes:
     """The report of a target: its summary, figures, then the tables of its terminal view."""
-    sections = target.sections()
+    sections = target.sections
     summary = [s for s in sections if s.title == "summary"]
     rest = [s for s in sections if s.title != "summary"]
     body = [
@@ -107,7 +125,7 @@ def report_page(target: Target) -> bytes:
     return _page(f"atbprof: {target.name}", "report", body)
 
 
-def figures_page(target: Target) -> bytes:
+def figures_page(target: Page) -> bytes:
     """Only the figures (`atbprof plot --format html`)."""
     body = [f"<h1>{html.escape(target.name)}</h1>", *(_figure(p) for p in target.plots)]
     return _page(f"atbprof figures: {target.name}", "figures", body)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from atbprof.predict.report import PREDICT_SCHEMA_VERSION, Accuracy, PredictReport
+from atbprof.predict.report import Accuracy, PredictReport
 from atbprof.render.sections import Section, render_sections, sections_markdown
 
 if TYPE_CHECKING:
@@ -90,21 +89,5 @@ def predict_markdown(report: PredictReport, top: int = 20) -> str:
 
 
 def predict_json(report: PredictReport) -> dict[str, Any]:
-    """The JSON contract (schema_version 1): every figure of the report, all op types (no --top cut)."""
-    overall = asdict(report.overall)
-    overall["priced_fraction"] = report.priced_fraction
-    overall["communication_us"] = report.communication_us
-    return {
-        "schema_version": PREDICT_SCHEMA_VERSION,
-        "source": report.source,
-        "device": {
-            "preset": report.device.preset,
-            "spec": report.device.spec,
-            "how": report.device.how,
-            "clock_mhz": report.device.clock_mhz,
-            "clock_from": report.device.clock_from,
-        },
-        "overall": overall,
-        "op_types": [{"op_type": r.op_type, **asdict(r.accuracy)} for r in report.op_types],
-        "unpriced": [asdict(u) for u in report.unpriced],
-    }
+    """The JSON contract (PredictReport.to_dict)."""
+    return report.to_dict()

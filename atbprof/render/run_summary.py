@@ -2,56 +2,24 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from atbprof.hints import shown
 from atbprof.render.labels import CATEGORY_LABELS
+from atbprof.render.sections import Section
 from atbprof.run import RunResult
 from atbprof.sim.summary import RunSummary
 
-RUN_SUMMARY_SCHEMA_VERSION = "1"
-"""`atbprof run --format json`: schema_version, name, out_dir, files, device, notes, next_commands, summary and
-numerics (numerics runs only)."""
+
+def run_json(result: RunResult) -> dict[str, Any]:
+    """The documented JSON contract of `atbprof run --format json` (RunResult.to_dict)."""
+    return result.to_dict()
 
 
-def next_commands(result: RunResult, config: Path | None = None) -> list[tuple[str, str]]:
-    """What to do with the run, as (command, why): analyze it, open its trace, run the other fusion side, diff."""
-    from atbprof.serve import RUN_TRACE_FILES
-
-    out = result.out_dir
-    cmds = [(f"atbprof analyze {out}", "unfused norms, latency breakdown, what fusing saves")]
-    cmds.append((f"atbprof report {out} --out {out}.html", "one page: summary, figures and tables"))
-    trace = next((name for name in RUN_TRACE_FILES if name in result.files), None)
-    if trace:
-        cmds.append((f"atbprof open {out}", f"loads {trace} in the Perfetto UI"))
-    unfused = result.config.fusion.strategy == "none" and not result.config.fusion.enable
-    other, twin = ("default", Path(f"{out}-fused")) if unfused else ("none", Path(f"{out}-unfused"))
-    cmds.append((f"atbprof run --config {config or out} --fusion {other} --out {twin}", "the other side"))
-    base, new = (out, twin) if unfused else (twin, out)
-    cmds.append((f"atbprof diff {base} {new}", "what fusion changed, with statistics"))
-    return cmds
-
-
-def run_json(result: RunResult, config: Path | None = None) -> dict[str, Any]:
-    doc = {
-        "schema_version": RUN_SUMMARY_SCHEMA_VERSION,
-        "name": result.config.name,
-        "out_dir": str(result.out_dir),
-        "files": list(result.files),
-        "device": result.device_name,
-        "notes": list(result.notes),
-        "next_commands": [cmd for cmd, _ in next_commands(result, config)],
-        "summary": result.summary.model_dump(mode="json"),
-    }
-    if result.numerics is not None:
-        doc["numerics"] = result.numerics.model_dump(mode="json")
-    return doc
-
-
-def render_run(result: RunResult, console: Console, config: Path | None = None) -> None:
+def render_run(result: RunResult, console: Console) -> None:
     s = result.summary
     cfg = result.config
     w = cfg.workload
@@ -160,9 +128,9 @@ def render_run(result: RunResult, console: Console, config: Path | None = None) 
         render_numerics(result.numerics, console)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
-    console.print(f"wrote {result.out_dir}/ ({', '.join(result.files)})")
-    for k, (cmd, why) in enumerate(next_commands(result, config)):
-        console.print(f"{'next:' if k == 0 else '':6}{cmd}   ({why})")
+    console.print(f"wrote {shown(result.out_dir)}/ ({', '.join(result.files)})")
+    for k, (cmd, why) in enumerate(result.next_commands()):
+        console.print(f"{'next:' if k == 0 else '':6}{cmd}   # {why}", markup=False)
 
 
 def _rank_table(s: RunSummary, staged: bool) -> Table:
@@ -193,3 +161,22 @@ def _rank_table(s: RunSummary, staged: bool) -> Table:
         label = str(members[0]) if len(members) == 1 else f"{members[0]}-{members[-1]}"
         ranks.add_row(label, *cells)
     return ranks
+
+
+def run_section(doc: dict[str, Any]) -> Section:
+    """A run.json's headline figures as the first section of its report page."""
+    s = doc["summary"]
+    cfg = doc.get("config", {})
+    rows = [
+        ["model", str((cfg.get("model") or {}).get("preset") or "")],
+        ["device", str(doc.get("device", {}).get("name", ""))],
+        ["mode", str((cfg.get("execution") or {}).get("mode", ""))],
+        ["fusion", str((cfg.get("fusion") or {}).get("strategy", ""))],
+        ["decode ms per token", f"{s['decode_ms_per_token']:,.3f}"],
+        ["TTFT ms", f"{s['ttft_ms']:,.3f}"],
+        ["tokens/s", f"{s['tokens_per_s']:,.1f}"],
+        ["norm-related ms per token", f"{s['norm_ms_per_token']:,.3f}"],
+        ["HBM floor ms per token", f"{s['hbm_floor_ms_per_token']:,.3f}"],
+        ["kernels per decode step", str(s["ops_per_decode_step"])],
+    ]
+    return Section("run", headers=["", ""], rows=rows, numeric={1})

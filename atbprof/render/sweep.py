@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atbprof.hints import command, shown
 from atbprof.render.sections import Section, render_sections, sections_markdown
-from atbprof.sweep.api import SweepReport
+from atbprof.sweep.report import SweepReport
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -82,16 +84,19 @@ def sections(report: SweepReport) -> list[Section]:
     if report.notes:
         out.append(Section("notes", lines=report.notes))
     if report.files:
-        shown = [f for f in report.files if not f.startswith("runs/")]
-        runs = len(report.files) - len(shown)
-        lines = [f"{report.out}: {', '.join(shown)}" + (f" and {runs} files of the kept runs" if runs else "")]
+        listed = [f for f in report.files if not f.startswith("runs/")]
+        runs = len(report.files) - len(listed)
+        where = shown(Path(report.out))
+        lines = [f"{where}: {', '.join(listed)}" + (f" and {runs} files of the kept runs" if runs else "")]
         out.append(Section("files", lines=lines))
-        out.append(
-            Section(
-                "next",
-                lines=[f"atbprof plot {report.out}", f"atbprof report {report.out} --out {report.out}-report.html"],
-            )
+        page = Path(report.out) / "report.html"
+        nxt = (
+            [f"{shown(page)}: the sweep's page, already written (open it in a browser)"]
+            if "report.html" in listed
+            else []
         )
+        nxt.append(command("atbprof", "plot", Path(report.out), "--format", "svg", why="the figures as SVG"))
+        out.append(Section("next", lines=nxt))
     return out
 
 
@@ -104,4 +109,5 @@ def sweep_markdown(report: SweepReport) -> str:
 
 
 def sweep_json(report: SweepReport) -> dict[str, Any]:
-    return report.model_dump(mode="json")
+    """The documented JSON contract (the result's to_dict)."""
+    return report.to_dict()

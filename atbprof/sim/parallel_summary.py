@@ -14,7 +14,6 @@ from atbprof.sim.rank_split import RankStepSplit
 
 if TYPE_CHECKING:
     from atbprof.sim.simulate import Simulation
-    from atbprof.sim.summary import RunSummary
 
 
 class Deployment(BaseModel):
@@ -80,8 +79,10 @@ def _collectives(sim: Simulation) -> list[CollectiveUse]:
     return out
 
 
-def parallel_summary(sim: Simulation, summary: RunSummary) -> dict[str, Any]:
-    """The RunSummary fields that describe the deployment (one card: tp = pp = dp = 1, no collectives)."""
+def parallel_summary(sim: Simulation, decode_steps: int) -> dict[str, Any]:
+    """The RunSummary fields that describe the deployment (one card: tp = pp = dp = 1, no collectives).
+
+    Takes the summary's decode step count, not the summary: sim/summary.py imports this module's models."""
     plan = sim.parallel
     group = plan.group
     ranks = []
@@ -107,7 +108,7 @@ def parallel_summary(sim: Simulation, summary: RunSummary) -> dict[str, Any]:
             algorithm="+".join(lv.algorithm for lv in group.levels),
         ),
         "ops_total": sim.total_ops,  # every rank's rows of ops.parquet (the other figures are rank 0's)
-        "communication_ms_per_token": round(comm_ms, 4) if summary.decode_steps else 0.0,
+        "communication_ms_per_token": round(comm_ms, 4) if decode_steps else 0.0,
         "communication_share": round(comm_ms / step_ms, 4) if step_ms else 0.0,
         "collectives": _collectives(sim),
         "ranks": ranks,

@@ -8,59 +8,19 @@ is given, by rename-aside then rename-in; it appears only complete."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
 
 from atbprof.errors import InputError
-from atbprof.sweep.compare import ClaimCheck, GainRow, claims, gains
-from atbprof.sweep.spec import Axis, Compare, SweepSpec, build_spec
-from atbprof.sweep.table import SWEEP_SCHEMA_VERSION, sweep_table
+from atbprof.sweep.compare import claims, gains
+from atbprof.sweep.report import PREVIEW_COLUMNS, PointError, SweepReport, SweepResult, is_sweep_dir
+from atbprof.sweep.spec import SweepSpec, build_spec
+from atbprof.sweep.table import sweep_table
 
-PREVIEW_COLUMNS = ("fits", "decode_ms_per_token", "ttft_ms", "tokens_per_s", "memory.total_gb", "error")
-
-
-class PointError(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    point: int
-    at: dict[str, Any]
-    error: str
-    internal: bool = Field(description="an atbprof bug (the sweep exits 70 once written)")
-
-
-class SweepReport(BaseModel):
-    """`atbprof sweep --format json` (and sweep.json's `report`)."""
-
-    model_config = ConfigDict(extra="forbid")
-    schema_version: str = SWEEP_SCHEMA_VERSION
-    name: str
-    out: str
-    base: str
-    digest: str = Field(description="SHA-256 of the base config, fixed overrides and points")
-    points: int
-    ran: int = Field(description="points with figures")
-    not_fitting: int = Field(description="points that do not fit the device's HBM (a row saying so)")
-    failed: int = Field(description="points with another error (their rows say which)")
-    resumed: int = Field(description="points taken from an interrupted run of the same sweep")
-    axes: list[Axis]
-    compare: Compare | None
-    gains: list[GainRow] = Field(description="compare: per point of the other keys, the figure's gain")
-    claims: list[ClaimCheck] = Field(description="reference claims beside the model's gains")
-    errors: list[PointError]
-    rows: list[dict[str, Any]] = Field(description="per point: swept keys and " + ", ".join(PREVIEW_COLUMNS))
-    files: list[str]
-    notes: list[str] = Field(default_factory=list)
-
-
-@dataclass
-class SweepResult:
-    spec: SweepSpec
-    report: SweepReport
-    table: pa.Table
+__all__ = ["SweepReport", "SweepResult", "read_sweep", "run_sweep", "write_sweep"]
 
 
 def run_sweep(
@@ -78,6 +38,7 @@ def run_sweep(
     on_point: Callable[[int, int], None] | None = None,
 ) -> SweepResult:
     """Build the sweep, run its points (resuming an interrupted run of it), write its directory."""
+    from atbprof.hints import shown
     from atbprof.outputs.paths import check_output_dir
     from atbprof.outputs.staging import staged_dir
     from atbprof.scale.pool import check_workers, map_ordered
@@ -117,7 +78,7 @@ def run_sweep(
             raise
         outcomes = [done[i] for i in range(n)]
         table = sweep_table(spec, outcomes)
-        report = _report(spec, table, outcomes, str(target), digest, resumed)
+        report = _report(spec, table, outcomes, shown(target), digest, resumed)
         result = SweepResult(spec, report, table)
 
         def recheck() -> None:
@@ -153,7 +114,6 @@ def _finished(out: Path, digest: str, force: bool) -> SweepResult | None:
     """A finished sweep of the same digest at `out` (nothing to run: its result); another sweep there: exit 2
     unless --force (then it is replaced, as any output of ours)."""
     from atbprof.outputs.ownership import read_marker
-    from atbprof.plots.targets import is_sweep_dir
 
     marker = read_marker(out) if out.is_dir() else None
     if force or marker is None or marker.get("kind") != "sweep" or not is_sweep_dir(out):
@@ -210,9 +170,9 @@ def write_sweep(root: Path, result: SweepResult, runs: Path | bool, shown_as: Pa
 
     import pyarrow.parquet as pq
 
-    from atbprof.plots.api import figure_files
-    from atbprof.plots.targets import Target, sweep_plots
-    from atbprof.render.html import report_page
+    from atbprof.plots.base import figure_files
+    from atbprof.plots.sweep_figures import sweep_plots
+    from atbprof.render.html import Page, report_page
     from atbprof.render.sweep import sections
 
     pq.write_table(result.table, root / "sweep.parquet", compression="zstd")
@@ -223,14 +183,14 @@ def write_sweep(root: Path, result: SweepResult, runs: Path | bool, shown_as: Pa
         "report": result.report.model_dump(mode="json", exclude={"out", "files", "resumed", "notes"}),
     }
     (root / "sweep.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
-    plots = sweep_plots(result)
+    plots = sweep_plots(result.spec, result.report, result.table)
     (root / "plots").mkdir()
     for name, data in figure_files(plots, "png").items():
         (root / "plots" / name).write_bytes(data)
     shown = Path((shown_as or root).name)  # the page lives in the directory: its name, not where it was made
     page_report = result.report.model_copy(update={"resumed": 0})  # how it got done is not in the files
-    target = Target("sweep", result.spec.name, [shown], plots, lambda: sections(page_report))
-    (root / "report.html").write_bytes(report_page(target))
+    page = Page("sweep", result.spec.name, [shown], plots, sections(page_report))
+    (root / "report.html").write_bytes(report_page(page))
     if isinstance(runs, Path) and runs.is_dir():
         shutil.move(str(runs), str(root / "runs"))
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())

@@ -1,4 +1,4 @@
-"""`atbprof analyze` end to end (skipped until the command is wired into atbprof/cli.py)."""
+"""`atbprof analyze` end to end."""
 
 from __future__ import annotations
 
@@ -6,15 +6,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-import pytest
 from typer.testing import CliRunner
 
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.importers.base import Profile
 
 Runs = Callable[..., Profile]
-WIRED = any((c.name or getattr(c.callback, "__name__", "")) == "analyze" for c in app.registered_commands)
-pytestmark = pytest.mark.skipif(not WIRED, reason="`atbprof analyze` is not wired into atbprof/cli.py yet")
 
 
 def invoke(*args: str) -> tuple[int, str]:

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from atbprof.analyze.cluster_report import ClusterReport, analyze_cluster
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.config.models import RunConfig
 from atbprof.errors import InputError
 from atbprof.export import export_run

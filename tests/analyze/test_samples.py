@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from atbprof.analyze import AnalysisReport, analyze
-from atbprof.analyze.estimate import device_for
 from atbprof.importers.base import Profile
+from atbprof.predict.device import infer_device
 from tests.analyze.conftest import CNN, GPT_LAYERNORM, QWEN3, need, sample_loaders
 
 Loader = Callable[[Path], Profile]
@@ -32,8 +33,10 @@ def test_qwen3_has_54_add_rmsnorm_pairs(load: Loader) -> None:
     assert add.examples[0].op_types == ["Add", "RmsNorm"]
     assert "no data edges" in add.evidence
     assert report.has_unfused
-    assert report.whatif.method == "device-model" and report.whatif.device == "910B2"
-    assert "910B2 assumed" in report.whatif.assumption
+    # the device predict infers from the same profile: its Block Dims (24 cube cores) and cycle counters
+    # (at the clock its cycle counters show, where the loader reads them)
+    assert report.whatif.method == "device-model" and report.whatif.device in ("910B3", "910B3 at 1650 MHz")
+    assert "910B3" in report.whatif.assumption and "assumed" not in report.whatif.assumption
     assert 0 < report.whatif.total_saving_us < add.time_us + report.findings[1].time_us
 
 
@@ -73,14 +76,41 @@ def test_foreign_attribution_adds_up_to_the_span(load: Loader) -> None:
     assert b.by_bound[0].name == "unknown"  # kernel_details has no bound; the reader fills no pipe ratios
 
 
+def _device_for(meta: dict[str, object]) -> tuple[str, str]:
+    preset, _, why = infer_device(NO_KERNELS, meta)
+    return preset, why
+
+
+NO_KERNELS = pa.table(
+    {
+        "task_type": pa.array([], pa.string()),
+        "block_dim": pa.array([], pa.int64()),
+        "mix_block_dim": pa.array([], pa.int64()),
+    }
+)
+
+
 def test_device_variant_comes_from_the_metadata() -> None:
-    assert device_for({"soc_version": "Ascend910B3"}) == ("910B3", "from the profile's metadata (Ascend910B3)")
-    assert device_for({"device": {"name": "910A"}})[0] == "910A"
-    assert device_for({"soc_version": "Ascend910"})[0] == "910A"
-    assert device_for({})[0] == "910B2"
+    assert _device_for({"soc_version": "Ascend910B3"}) == ("910B3", "from the profile's metadata (Ascend910B3)")
+    assert _device_for({"device": {"name": "910A"}})[0] == "910A"
+    assert _device_for({"soc_version": "Ascend910"})[0] == "910A"
+    assert _device_for({})[0] == "910B2"
     # the db export's NPU_INFO names the second-generation family only: not the first-generation 910A
-    assert device_for({"chip": "Ascend910B"})[0] == "910B2"
-    assert "does not say which 910" in device_for({"chip": "Ascend910B"})[1]
+    assert _device_for({"chip": "Ascend910B"})[0] == "910B2"
+    assert "does not say which 910" in _device_for({"chip": "Ascend910B"})[1]
+
+
+def test_analyze_and_predict_infer_the_same_device_and_clock() -> None:
+    """One inference for both: the Qwen3 sample names no device; its Block Dims and cycle counters say which."""
+    from atbprof.importers import load_profile
+    from atbprof.predict import predict_profile
+
+    profile = load_profile(need(QWEN3), framework=False)
+    predicted = predict_profile(profile)
+    report = analyze(load_profile(need(QWEN3)))
+    assert predicted.device.preset == "910B3"
+    assert report.whatif.device.startswith(predicted.device.preset)
+    assert f"{predicted.device.clock_mhz:g} MHz" in report.whatif.device
 
 
 def test_device_model_estimate_follows_the_meta_device() -> None:

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from atbprof.analyze import analyze
 from atbprof.analyze.report import AnalysisReport, Finding
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.importers import load_profile
 from atbprof.importers.base import Profile
 

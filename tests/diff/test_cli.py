@@ -9,7 +9,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.config import load_config
 from atbprof.run import run_simulation
 from tests.conftest import FIXTURES
@@ -28,7 +28,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "slower": ["execution.host_dispatch_us=60"],
         "other-model": ["model.num_hidden_layers=3"],
     }.items():
-        cfg = load_config(FIXTURES / "tiny-llama.yaml", [*overrides, "output.trace=false", "workload.decode_tokens=4"])
+        cfg = load_config(
+            FIXTURES / "tiny-llama.yaml",
+            [*overrides, "output.trace=false", "workload.decode_tokens=4", "name=tiny-llama"],
+        )
         run_simulation(cfg, root / name)
     return root
 

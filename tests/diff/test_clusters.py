@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.config.models import RunConfig
 from atbprof.diff.clusters import diff_cluster_paths
 from atbprof.errors import InputError

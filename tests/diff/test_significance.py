@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from atbprof.analyze.attribute import NO_DEVICE_OP
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.diff.api import diff
 from atbprof.diff.stats import compare
 from atbprof.importers import load_profile

@@ -111,12 +111,13 @@ def test_msprof_target_refuses_a_cluster_with_the_way_out(cluster: tuple[Path, P
 def test_the_cli_names_the_cluster_command_next(cluster: tuple[Path, Path], tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from atbprof.cli import app
+    from atbprof.commands import app
 
     run_dir, _ = cluster
     r = CliRunner().invoke(app, ["export", str(run_dir), "--to", "ascend-pt", "--out", str(tmp_path / "e")])
     assert r.exit_code == 0, r.output
-    (last,) = [line for line in r.output.splitlines() if line.startswith("next:")]
+    install, last = [line for line in r.output.splitlines() if line.startswith("next:")]
+    assert install.startswith("next: pip install 'atbprof[ascend-tools]'")  # msprof-analyze is not a dependency
     assert last.startswith("next: msprof-analyze cluster -d ") and last.split()[4].endswith("_cluster")
     assert "more (--format json lists every file)" in r.output  # the rich view lists 20 files
     j = CliRunner().invoke(

@@ -233,4 +233,6 @@ def test_profiler_info_has_the_sample_structure(exported: Exported) -> None:
     assert info["cann_version"] == "8.3.RC1"
     meta = json.loads((result.root / "profiler_metadata.json").read_text())
     assert "ENV_VARIABLES" in meta and meta["atbprof"]["simulated"] is True
-    assert meta["atbprof"]["run_name"] == "tiny-llama" and meta["atbprof"]["fusion_strategy"] == "none"
+    # the run's name says what its overrides changed
+    assert meta["atbprof"]["run_name"] == "tiny-llama-decode_tokens-3-fusion-none"
+    assert meta["atbprof"]["fusion_strategy"] == "none"

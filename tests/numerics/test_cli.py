@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow.parquet as pq
 from typer.testing import CliRunner, Result
 
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.graph.dims import resolve_model
 from atbprof.numerics import load_numerics
 from atbprof.numerics.safetensors_io import save_safetensors

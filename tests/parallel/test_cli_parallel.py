@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
-from atbprof.cli import app
+from atbprof.commands import app
 from tests.conftest import FIXTURES
 
 runner = CliRunner()

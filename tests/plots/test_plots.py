@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.plots.base import DARK, LIGHT, Plot, _render, png_data_digest, render
 from atbprof.plots.breakdown import breakdown_plot
 from atbprof.plots.cluster_matrix import cluster_matrix_plot
@@ -150,3 +150,49 @@ def test_plot_a_cluster_and_a_sweep(tmp_path: Path) -> None:
     # the sweep's own plots and `plot` of the sweep are the same figures
     for name in ("sweep-lines.png", "sweep-gain.png"):
         assert (tmp_path / "ps" / name).read_bytes() == (tmp_path / "s" / "plots" / name).read_bytes()
+
+
+def _drawn(plot: Plot) -> object:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from atbprof.plots.base import TITLE_PT, fitted_title, new_figure
+
+    fig = new_figure(plot, LIGHT)
+    plot.draw(fig, LIGHT, plot.data)
+    fig.suptitle(fitted_title(plot.title, plot.size[0]), fontsize=TITLE_PT, x=0.01, ha="left")
+    FigureCanvasAgg(fig).draw()
+    return fig
+
+
+def test_the_waterfall_axis_starts_at_zero() -> None:
+    """A 14 % saving drawn on an axis from 33.5 ms looks like a sixfold drop: the axis starts at zero."""
+    plot = waterfall_plot(
+        "base", "new", 39.95, 34.26, [{"name": "AddRmsNorm", "classification": "fused", "delta_ms": -5.69}]
+    )
+    fig = _drawn(plot)
+    assert fig.axes[0].get_ylim()[0] == 0.0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("plot", _all_kinds(), ids=lambda p: p.name)
+def test_a_long_title_stays_inside_the_figure(plot: Plot) -> None:
+    long = Plot(
+        plot.name,
+        "What changed: " + "a-very-long-run-name-with-every-override " * 4,
+        plot.data,
+        plot.draw,
+        size=plot.size,
+    )
+    fig = _drawn(long)
+    box = fig.texts[-1].get_window_extent()  # type: ignore[attr-defined]
+    width = fig.bbox.width  # type: ignore[attr-defined]
+    assert box.x0 >= 0 and box.x1 <= width, (box, width)
+
+
+def test_default_plot_directories_have_no_spaces(runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = runner.invoke(app, ["plot", str(runs / "base"), str(runs / "fused")])
+    assert out.exit_code == 0, out.output
+    (made,) = (tmp_path / "plots").iterdir()
+    assert " " not in made.name and "-vs-" in made.name
+    hint = next(line for line in out.output.splitlines() if line.startswith("next: "))
+    assert f"--out plots/{made.name}.html" in hint  # relative, and pasteable

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.device.spec import load_device
 from atbprof.importers import load_profile
 from atbprof.predict import predict_profile
@@ -20,6 +20,11 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def fit():  # type: ignore[no-untyped-def]
+    return calibrate_profile(load_profile(shared(QWEN)), cross_validate=False)
+
+
+@pytest.fixture(scope="module")
+def validated():  # type: ignore[no-untyped-def]
     return calibrate_profile(load_profile(shared(QWEN)))
 
 
@@ -31,9 +36,24 @@ def test_fit_meets_the_target_and_stays_in_range(fit) -> None:  # type: ignore[n
     assert all(0.05 <= v <= 20 for v in fit.spec.op_time_scale.values())
 
 
-def test_fit_is_reproducible(fit) -> None:  # type: ignore[no-untyped-def]
-    again = calibrate_profile(load_profile(shared(QWEN)))
-    assert spec_yaml(again) == spec_yaml(fit)
+def test_fit_is_reproducible(fit, validated) -> None:  # type: ignore[no-untyped-def]
+    assert spec_yaml(validated) == spec_yaml(fit)  # cross-validation fits apart: the written spec is the same
+
+
+def test_cross_validated_error_is_reported_beside_the_in_sample_one(validated) -> None:  # type: ignore[no-untyped-def]
+    """Every kernel predicted once by a fit that did not see it: the honest figure, worse than in-sample."""
+    schemes = validated.cross_validated
+    assert set(schemes) == {"5-fold over kernels", "leave-one-op-type-out"}
+    for acc in schemes.values():
+        assert acc.priced_kernels == validated.after.priced_kernels  # every kernel is held out exactly once
+        assert acc.time_weighted_error > validated.after.time_weighted_error
+    from atbprof.render.calibrate import sections
+
+    text = "\n".join(
+        line for sec in sections(validated, Path("cal.yaml")) for line in [*sec.lines, *map(str, sec.rows)]
+    )
+    assert "in-sample (fitted and scored on the same" in text
+    assert "cross-validated: 5-fold over kernels" in text and "cross-validated: leave-one-op-type-out" in text
 
 
 def test_host_dispatch_from_api_statistic(fit) -> None:  # type: ignore[no-untyped-def]
@@ -43,10 +63,12 @@ def test_host_dispatch_from_api_statistic(fit) -> None:  # type: ignore[no-untyp
 
 def test_written_spec_loads_and_prices_like_the_fit(fit, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "my-910b.yaml"
-    result = runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(out), "--format", "json"])
+    args = ["calibrate", str(shared(QWEN)), "--out", str(out), "--format", "json", "--no-cross-validate"]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert {"schema_version", "spec_path", "fitted", "before", "after"} <= set(doc)
+    assert {"schema_version", "spec_path", "fitted", "before", "in_sample", "cross_validated"} <= set(doc)
+    assert doc["cross_validated"] == {} and doc["in_sample"] == doc["after"]
     spec = load_device(None, str(out))
     assert spec.calibration["kernels"] == fit.kernels and spec.op_time_scale == fit.spec.op_time_scale
     again = predict_profile(load_profile(shared(QWEN)), device=str(out))
@@ -58,15 +80,18 @@ def test_written_spec_loads_and_prices_like_the_fit(fit, tmp_path: Path) -> None
 
 def test_never_overwrites_without_force_nor_a_foreign_file(tmp_path: Path) -> None:
     out = tmp_path / "spec.yaml"
-    assert runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(out)]).exit_code == 0
+    fast = "--no-cross-validate"
+    first_run = runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(out), fast])
+    assert first_run.exit_code == 0, first_run.output
+    assert "in-sample only" in first_run.output  # never an unlabelled in-sample figure
     first = out.read_bytes()
-    again = runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(out)])
+    again = runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(out), fast])
     assert again.exit_code == 3 and "--force" in again.output
-    assert runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(out), "--force"]).exit_code == 0
+    assert runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(out), "--force", fast]).exit_code == 0
     assert out.read_bytes() == first  # deterministic
     mine = tmp_path / "mine.yaml"
     mine.write_text("name: my own notes\n")
-    refused = runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(mine), "--force"])
+    refused = runner.invoke(app, ["calibrate", str(shared(QWEN)), "--out", str(mine), "--force", fast])
     assert refused.exit_code == 3 and mine.read_text() == "name: my own notes\n"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.device.spec import load_device
 from atbprof.importers import load_profile
 from atbprof.predict import predict_profile

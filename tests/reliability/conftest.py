@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from atbprof.cli import app
+from atbprof.commands import app
 from tests.conftest import FIXTURES
 
 TINY = FIXTURES / "tiny-llama.yaml"
@@ -30,7 +30,7 @@ def cli(*args: object, cwd: Path | None = None) -> Result:
 
 def process(*args: object, cwd: Path | None = None, timeout: float = 120, **kw: object) -> subprocess.Popen[bytes]:
     """`atbprof ARGS` as a real process (signals, real stdout), started and returned."""
-    cmd = [sys.executable, "-c", "from atbprof.cli import main; main()", *map(str, args)]
+    cmd = [sys.executable, "-c", "from atbprof.commands import main; main()", *map(str, args)]
     return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)  # type: ignore[call-overload]
 
 

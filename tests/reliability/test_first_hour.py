@@ -1,9 +1,12 @@
-"""Issue 11, the first hour of a new user: next steps that work, re-running a run, narrow terminals, typos."""
+"""The first hour of a new user: next steps that work when pasted, re-running a run, narrow terminals, typos."""
 
 from __future__ import annotations
 
 import json
-import re
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,22 +28,43 @@ def test_after_an_unfused_run_the_hints_name_the_fused_side_and_the_diff(tmp_pat
     result = cli("run", "--config", TINY, "--out", out, "--fusion", "none", "--trace-format", "both")
     assert result.exit_code == 0, result.output
     lines = [line.strip() for line in result.stdout.splitlines()]
-    assert f"atbprof open {out}   (loads trace.pftrace in the Perfetto UI)" in lines  # what `open` serves
-    assert f"atbprof run --config {TINY} --fusion default --out {out}-fused   (the other side)" in lines
-    assert f"atbprof diff {out} {out}-fused   (what fusion changed, with statistics)" in lines
+    assert f"atbprof open {out}   # loads trace.pftrace in the Perfetto UI" in lines  # what `open` serves
+    # the run directory is the config: the other side keeps this run's every override
+    assert f"atbprof run --config {out} --fusion default --out {out}-fused   # the other side" in lines
+    assert f"atbprof diff {out} {out}-fused   # what fusion changed, with statistics" in lines
     assert "<same>" not in result.stdout
 
 
-def test_the_hints_work_as_printed(tmp_path: Path) -> None:
-    out = tmp_path / "r"
-    doc = json.loads(cli("run", "--config", TINY, "--out", out, "--format", "json").stdout)
-    assert doc["schema_version"] == "1"
-    for command in doc["next_commands"]:
+def _paste(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A printed command as a user pastes it: into bash, with the installed `atbprof` on the PATH."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_every_printed_command_runs_when_pasted_even_with_spaces_in_the_paths(tmp_path: Path) -> None:
+    """run, analyze and diff print their next steps shell-quoted, relative to the working directory, the reason
+    as a shell comment: pasted into bash from the same directory, each one runs (paths with spaces included)."""
+    work = tmp_path / "my work"
+    work.mkdir()
+    doc = json.loads(cli("run", "--config", TINY, "--out", "my runs/r one", "--format", "json", cwd=work).stdout)
+    assert doc["out_dir"] == "my runs/r one"  # relative, as given
+    commands = list(doc["next_commands"])
+    analysis = json.loads(cli("analyze", "my runs/r one", "--format", "json", cwd=work).stdout)
+    commands += analysis["next_commands"]
+    ran = 0
+    for command in commands:
+        assert str(tmp_path) not in command, command  # relative paths: the same command works on any machine
         if command.startswith("atbprof open"):
             continue  # serves until fetched
-        args = command.split()[1:]
-        result = cli(*args)
-        assert result.exit_code == 0, (command, result.output)
+        done = _paste(command, work)
+        assert done.returncode == 0, (command, done.stderr[-2000:])
+        ran += 1
+    assert ran >= 4
+    diff = cli("diff", "my runs/r one-unfused", "my runs/r one", cwd=work)
+    hints = [line.removeprefix("next: ").strip() for line in diff.stdout.splitlines() if "atbprof " in line]
+    for command in [h for h in hints if h.startswith("atbprof diff") and "--by" in h]:
+        done = _paste(command, work)
+        assert done.returncode == 0, (command, done.stderr[-2000:])
 
 
 @pytest.mark.parametrize("as_config", ["dir", "run.json"])
@@ -60,8 +84,8 @@ def test_the_analyze_hint_reruns_the_run_with_the_rules(tmp_path: Path) -> None:
     report = json.loads(cli("analyze", out, "--format", "json").stdout)
     command = next(c for c in report["next_commands"] if c.startswith("atbprof run"))
     assert command.startswith(f"atbprof run --config {out} --set 'fusion.enable=[")
-    args = re.findall(r"'[^']*'|\S+", command.split("   (")[0])[1:]
-    result = cli(*(a.strip("'") for a in args))
+    args = shlex.split(command, comments=True)[1:]
+    result = cli(*args)
     assert result.exit_code == 0, result.output
 
 

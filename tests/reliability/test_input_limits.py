@@ -168,7 +168,7 @@ def test_long_names_and_full_disks_are_user_errors(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 300) / "r"
     err = one_error(cli("run", "--config", TINY, "--out", deep))
     assert "File name too long" in err and "use a shorter name or path" in err
-    cmd = [sys.executable, "-c", "from atbprof.cli import main; main()", "run", "--config", str(TINY)]
+    cmd = [sys.executable, "-c", "from atbprof.commands import main; main()", "run", "--config", str(TINY)]
     with open("/dev/full", "wb") as full:
         proc = subprocess.run(
             [*cmd, "--out", str(tmp_path / "j"), "--format", "json"], stdout=full, stderr=subprocess.PIPE, timeout=120

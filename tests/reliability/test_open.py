@@ -56,6 +56,7 @@ def test_only_the_ui_origin_ends_the_serving(run: Path) -> None:
     with TraceServer(find_trace(run), 0) as server:
         assert _get(server, "https://evil.example")[0] == 403
         assert _get(server, None)[0] == 200  # curl: served, does not stop it
+        assert server.wait_answered(2)  # the server counts a fetch after the client has the last byte
         assert not server.fetched.is_set() and server.other_fetches == 1
         assert _get(server, PERFETTO_UI)[0] == 200
         assert server.fetched.wait(5) and server.fetches == 1
@@ -95,3 +96,49 @@ def test_the_ssh_hint() -> None:
     assert ssh_hint(9001, {}) is None
     hint = ssh_hint(9001, {"SSH_CONNECTION": "10.0.0.1 5 10.0.0.2 22"})
     assert hint is not None and "ssh -N -L 9001:127.0.0.1:9001 " in hint
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "what"),
+    [
+        ("README.md", b"# my notes\nnot a trace\n", "text starting '# my notes'"),
+        ("ops.parquet", b"PAR1\x00\x00fake", "a Parquet table"),
+        ("analysis.db", b"SQLite format 3\x00rest", "an SQLite database"),
+        ("blob.bin", bytes(range(128, 256)) * 4, "binary data"),
+    ],
+)
+def test_open_refuses_what_is_not_a_trace_naming_what_it_is(
+    tmp_path: Path, name: str, content: bytes, what: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    result = cli("open", path, "--timeout", "0.1")
+    message = one_error(result, 2)
+    assert "is not a trace" in message and what in message
+
+
+def test_open_finds_the_timeline_inside_a_torch_npu_profile(tmp_path: Path) -> None:
+    from tests.importers.conftest import ASCEND, shared
+
+    profile = shared(ASCEND / "msinsight_imagenet_cnn_level0_rank0")
+    assert find_trace(profile) == (profile / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").resolve()
+    # the directory above one profile, and the output directory itself
+    assert find_trace(profile / "ASCEND_PROFILER_OUTPUT").name == "trace_view.json"
+    import shutil
+
+    shutil.copytree(profile, tmp_path / "host_1_20260101_ascend_pt")
+    assert find_trace(tmp_path).name == "trace_view.json"
+
+
+def test_open_of_a_profile_without_a_timeline_says_what_to_do() -> None:
+    from tests.importers.conftest import QWEN, shared
+
+    message = one_error(cli("open", shared(QWEN), "--timeout", "0.1"), 2)
+    assert "torch_npu profile without its timeline" in message and "atbprof analyze" in message
+
+
+def test_open_of_several_traces_names_them(tmp_path: Path) -> None:
+    for i in (1, 2):
+        (tmp_path / f"host_{i}.pt.trace.json").write_text("[]")
+    message = one_error(cli("open", tmp_path, "--timeout", "0.1"), 2)
+    assert "holds 2 traces" in message and "host_1.pt.trace.json" in message

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from atbprof.analyze.cluster_report import RankRow, StepSplit
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.render.cluster import ALL_RANKS_UP_TO, _ranks_shown
 from tests.analyze.test_cluster import QWEN, needs_qwen
 

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from atbprof.analyze.cluster_job import analyze_cluster_path
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.config.models import RunConfig
 from atbprof.export import export_run
 from atbprof.render.cluster import cluster_json
@@ -121,7 +121,7 @@ def test_a_sweep_on_ray_gives_exactly_the_local_sweep(ray_head: str, tmp_path: P
 
 def test_no_ray_head_is_one_clear_message(sim_cluster: Path) -> None:
     code = (
-        "import sys; from typer.testing import CliRunner; from atbprof.cli import app; "
+        "import sys; from typer.testing import CliRunner; from atbprof.commands import app; "
         f"r = CliRunner().invoke(app, ['analyze', {str(sim_cluster)!r}, '--ray', '127.0.0.1:{_free_port()}']); "
         "print(r.exit_code); print(r.output)"
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.errors import ConfigError
 from atbprof.sim.simulate import Simulation
 from tests.conftest import FIXTURES, fixture_config

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.errors import InputError, OutputExistsError
 from atbprof.sweep import point as point_module
 from atbprof.sweep.api import run_sweep

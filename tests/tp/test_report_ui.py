@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from atbprof.cli import app
+from atbprof.commands import app
 from tests.conftest import FIXTURES
 from tests.tp.perfetto_ui import CHROMIUM, FLAGS, chromium
 
@@ -94,6 +94,27 @@ def test_the_pages_load_in_chromium_with_their_figures_drawn(pages: dict[str, Pa
                     colours = np.unique((shot[..., :3] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
                     assert len(colours) > 20, (kind, i, len(colours))  # drawn, not a blank box
                 context.close()
+        finally:
+            browser.close()
+
+
+@pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+@pytest.mark.parametrize("width", [1280, 800])
+def test_no_page_scrolls_sideways(pages: dict[str, Path], width: int) -> None:
+    """At a laptop's and a half screen's width, nothing runs off the page (a wide table scrolls in its own box)."""
+    pytest.importorskip("playwright")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            context = browser.new_context(viewport={"width": width, "height": 900})
+            page = context.new_page()
+            for kind, path in pages.items():
+                page.goto(path.as_uri(), wait_until="load")
+                scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+                assert scroll <= inner, (kind, width, scroll)
+            context.close()
         finally:
             browser.close()
 

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 from typer.testing import CliRunner
 
-from atbprof.cli import app
+from atbprof.commands import app
 from atbprof.errors import OutputExistsError
 from atbprof.importers.cluster import load_cluster
 from atbprof.writers.cluster_trace import MAX_TRACE_RANKS, default_trace_ranks, write_cluster_trace

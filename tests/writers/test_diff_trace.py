@@ -28,8 +28,8 @@ from tests.conftest import run_cache
 ANCHORS = Path(__file__).resolve().parents[3] / "shared" / "anchors" / "traces"
 HTA = (ANCHORS / "hta_trace_diff_control.json.gz", ANCHORS / "hta_trace_diff_test.json.gz")
 RUNS = {
-    "baseline": ("seed000-baseline.yaml", ["workload.decode_tokens=3", "output.trace=false"]),
-    "lnfused": ("seed000-lnfused.yaml", ["workload.decode_tokens=3", "output.trace=false"]),
+    "baseline": ("seed000-baseline.yaml", ["workload.decode_tokens=3", "output.trace=false", "name=seed000-baseline"]),
+    "lnfused": ("seed000-lnfused.yaml", ["workload.decode_tokens=3", "output.trace=false", "name=seed000-lnfused"]),
 }
 PAIRS = [(0, 0), (1, 1), (2, 2), (3, 3)]
 
