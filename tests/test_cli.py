@@ -354,3 +354,44 @@ def test_verbose_shows_the_traceback(tmp_path: Path) -> None:
     assert "ConfigError" in result.stderr
     assert result.stderr.count("\nerror: invalid config: ") == 1
     assert result.stderr.rstrip().endswith("Input should be greater than or equal to 1")
+
+
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        (["validate", str(ROOT / "traces/examples/seed000-baseline/trace.json.gz")], "checking"),
+        (["plot", str(ROOT / "traces/examples/seed000-baseline"), "--out", "{tmp}/p"], "drawing"),
+        (["run", "--config", str(TINY), "--out", "{tmp}/r"], "simulating"),
+    ],
+)
+def test_progress_shows_on_a_terminal_and_nowhere_else(tmp_path: Path, args: list[str], what: str) -> None:
+    """On a terminal (a pty) the command shows its progress on stderr; piped, stderr stays empty."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-c", "from atbprof.commands import main; main()", *(a.format(tmp=tmp_path) for a in args)]
+    piped = subprocess.run(
+        [*argv[:3], *[a.replace("/p", "/p2").replace("/r", "/r2") for a in argv[3:]]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.returncode in (0, 1) and piped.stderr == "", piped.stderr
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "100"}
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=slave, env=env)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the terminal closed: the command ended
+            break
+        if not chunk:
+            break
+        seen += chunk
+    proc.wait(timeout=120)
+    os.close(master)
+    assert what.encode() in seen, seen[-500:]

@@ -60,17 +60,83 @@ def ascend_op_type(name: str) -> str:
 
 _ANON = re.compile(r"\(anonymous namespace\)::")
 _TRAILING_COUNTER = re.compile(r"_\d+$")
-_GENERIC = {"Kernel", "Kernel2", "kernel", "device_kernel"}
+_GENERIC = {"Kernel", "Kernel2", "kernel", "device_kernel", "kentry"}
+"""Wrappers that name nothing: the kernel is their first template argument (cutlass::Kernel<Op>, ck_tile::kentry)."""
+_CLOSE = {")": "(", ">": "<"}
+
+
+def _function_name(text: str) -> str:
+    """The qualified function name of a demangled signature, template arguments included: what stands before the
+    parameter list, after the return type (`std::enable_if<(a > b), void>::type ns::f<T>(...)` -> `ns::f<T>`). A
+    `>` inside parentheses is a comparison, not the end of a template argument list."""
+    stack: list[str] = []
+    start = 0
+    for i, ch in enumerate(text):
+        if ch in "(<":
+            if ch == "(" and not stack:
+                return text[start:i].strip()
+            stack.append(ch)
+        elif ch in _CLOSE and stack and stack[-1] == _CLOSE[ch]:
+            stack.pop()
+        elif ch == " " and not stack:
+            start = i + 1
+    return text[start:].strip()
+
+
+_MANGLED_ID = re.compile(r"(\d+)")
+_SUBSTITUTION = re.compile(r"S[0-9A-Z]*_")
+
+
+def _mangled_ids(text: str, pos: int) -> list[str]:
+    """Length-prefixed identifiers (Itanium mangling) read from `pos` while they follow each other; a substitution
+    (`S_`, `S0_`: a name given before) stands for one and is skipped."""
+    ids: list[str] = []
+    while True:
+        sub = _SUBSTITUTION.match(text, pos)
+        if sub:
+            pos = sub.end()
+            continue
+        m = _MANGLED_ID.match(text, pos)
+        if not m:
+            return ids
+        n = int(m.group(1))
+        ids.append(text[m.end() : m.end() + n])
+        pos = m.end() + n
+
+
+def _mangled_op_type(text: str) -> str | None:
+    """`_ZN5aiter24add_rmsnorm_quant_kernelI...` -> add_rmsnorm_quant_kernel; a generic wrapper
+    (`_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwd...`) -> its first template argument's name (Rmsnorm2dFwd)."""
+    nested = text.startswith("_ZN")
+    ids = _mangled_ids(text, 3 if nested else 2)
+    if not ids:
+        return None
+    base = ids[-1]
+    if base in _GENERIC:
+        args = text[text.find(base) + len(base) :]
+        for m in _MANGLED_ID.finditer(args):
+            at = m.start()
+            if at >= 2 and args[at - 2] == "L" and args[at - 1].isalpha():
+                continue  # a literal (Li1E: the int 1), not a name
+            ident = args[m.end() : m.end() + int(m.group(1))]
+            if len(ident) == int(m.group(1)) and re.fullmatch(r"[A-Za-z_]\w*", ident):
+                return ident
+    return base
 
 
 def gpu_op_type(name: str) -> str:
+    """The short type of a GPU kernel's name (Kineto `kernel` events): the function's name without return type,
+    namespaces, template arguments or parameters, demangled or not; a generic wrapper's first template argument;
+    Triton's trailing counter dropped. The full name stays in the op table's `op_name`."""
     text = _ANON.sub("", name.strip())
-    if text.startswith("void "):
-        text = text[5:]
-    cut = min((i for i in (text.find("<"), text.find("(")) if i >= 0), default=len(text))
-    base = text[:cut].rsplit("::", 1)[-1].strip()
-    if base in _GENERIC and text[cut : cut + 1] == "<":
-        inner = re.split(r"[<>,(]", text[cut + 1 :], maxsplit=1)[0]
+    if text.startswith("_Z"):
+        return _TRAILING_COUNTER.sub("", _mangled_op_type(text) or text)
+    qualified = _function_name(text)
+    cut = qualified.find("<")
+    head, args = (qualified, "") if cut < 0 else (qualified[:cut], qualified[cut + 1 :])
+    base = head.rsplit("::", 1)[-1].strip()
+    if base in _GENERIC and args:
+        inner = re.split(r"[<>,(]", args, maxsplit=1)[0]
         base = inner.rsplit("::", 1)[-1].strip() or base
     return _TRAILING_COUNTER.sub("", base) or name
 

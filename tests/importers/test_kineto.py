@@ -181,6 +181,17 @@ def test_partial_overlap_closes_the_open_op(tmp_path: Path) -> None:
         ("triton_poi_fused_add_cos_sin_0", "triton_poi_fused_add_cos_sin"),
         ("volta_sgemm_128x64_nn", "volta_sgemm_128x64_nn"),
         ("cask_cudnn::computeOffsetsKernel(cask_cudnn::ComputeOffsetsParams)", "computeOffsetsKernel"),
+        # a return type before the name, with a `>` inside parentheses (vLLM's fused norm on a B200)
+        ("std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+         "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long, c10::BFloat16*)",
+         "fused_add_rms_norm_kernel"),
+        # mangled names, as ROCm traces keep them; a generic wrapper names its first template argument
+        ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb1ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib",
+         "add_rmsnorm_quant_kernel"),
+        ("_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwdINS_27Rmsnorm2dFwdPipelineOnePassINS_27Rmsnorm2dFwd",
+         "Rmsnorm2dFwd"),
+        ("_Z8attn_fwdPv", "attn_fwd"),
+        ("void vllm::rms_norm_kernel<c10::BFloat16, 8, 2>(c10::BFloat16*, long)", "rms_norm_kernel"),
     ],
 )  # fmt: skip
 def test_gpu_op_type_from_kernel_name(kernel: str, op_type: str) -> None:
