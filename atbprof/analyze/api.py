@@ -258,6 +258,13 @@ def analyze(
     patterns = patterns or load_patterns(patterns_file)
     ops, meta = profile.ops, profile.meta
     notes: list[str] = import_warnings(profile)
+    graphs = profile.meta.get("graph_launches")
+    if isinstance(graphs, dict) and graphs.get("kernels"):
+        notes.append(
+            f"{graphs['kernels']:,} kernels were replayed from {graphs['launches']:,} graph launch(es) "
+            f"({graphs['host_ns'] / 1e6:,.3f} ms of host time): a launch is one host cost, shared evenly among the "
+            "kernels it launched, so a kernel's launch time is its share, not the whole call"
+        )
     ours = profile.kind == "atbprof-run"
     view = OpView.build(ops)
     edges = None

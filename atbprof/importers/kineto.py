@@ -72,7 +72,7 @@ def read_kineto(
     untimed = timed_rows[~(trace.has_ts[timed_rows] & trace.has_dur[timed_rows])]
     if len(untimed):
         raise trace.fail(int(untimed[0]), "a complete ('X') event needs a 'ts' and a 'dur'")
-    ops = _ops(trace, kernels, ts, _launches_by_correlation(trace, launches, ts))
+    ops, graphs = _ops(trace, kernels, ts, _launches_by_correlation(trace, launches, ts))
     cpu = (
         None
         if not framework and kernels
@@ -98,6 +98,8 @@ def read_kineto(
         "cpu_op_events": len(cpu_ops),
         "profiler_steps": len(steps),
     }
+    if graphs is not None:
+        meta["graph_launches"] = graphs
     for key in ("schemaVersion", "displayTimeUnit", "baseTimeNanoseconds", "distributedInfo", "traceName"):
         if key in top:
             meta[key] = top[key]
@@ -135,9 +137,17 @@ class Launches:
         return np.where((self.correlation[at] == correlation) & (correlation >= 0), at, -1)
 
 
-def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launches) -> RawOps:
+def _ops(
+    trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launches
+) -> tuple[RawOps, dict[str, int] | None]:
+    """The kernels as op rows, and what graph replay launched (None: nothing was launched from a graph).
+
+    One runtime call that launches several kernels (cudaGraphLaunch, hipGraphLaunch: CUDA graphs, HIP graphs,
+    torch.compile's reduce-overhead mode, vLLM's and SGLang's decode) is one host cost for all of them: each kernel's
+    `host_launch_dur_ns` is its even share of the call, so a graph's launch counts once in every total (not once per
+    kernel it replays) and the share that falls on the norms is what norm-related time counts."""
     if not kernels:
-        return RawOps.empty()
+        return RawOps.empty(), None
     names = trace.texts("name", kernels)
     cats = trace.texts("cat", kernels)
     mtia = pc.is_in(cats, pa.array(sorted(MTIA_CATS)))
@@ -148,6 +158,19 @@ def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launc
     none = np.zeros(len(kernels), np.int64)
     host_start = launches.start_ns[np.clip(launch, 0, None)] if found.any() else none
     host_dur = launches.dur_ns[np.clip(launch, 0, None)] if found.any() else none
+    graphs = None
+    if found.any():
+        per_launch = np.bincount(launch[found], minlength=len(launches.correlation))
+        shared = np.where(found, per_launch[np.clip(launch, 0, None)], 1)
+        replayed = shared > 1
+        if replayed.any():
+            host_dur = host_dur // np.maximum(shared, 1)
+            calls = np.unique(launch[replayed])
+            graphs = {
+                "launches": len(calls),
+                "kernels": int(replayed.sum()),
+                "host_ns": int(launches.dur_ns[calls].sum()),
+            }
     start = ts[kernels]
     cols: dict[str, pa.Array] = {
         "op_name": names,
@@ -170,7 +193,7 @@ def _ops(trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launc
         "host_launch_start_ns": pa.array(host_start, pa.int64(), mask=~found),
         "host_launch_dur_ns": pa.array(host_dur, pa.int64(), mask=~found),
     }
-    return RawOps(cols, np.where(found, host_start, start))
+    return RawOps(cols, np.where(found, host_start, start)), graphs
 
 
 def _streams(trace: TraceEvents, kernels: list[int]) -> pa.Array:

@@ -38,3 +38,14 @@ def test_the_full_kernel_name_stays_beside_its_short_type() -> None:
     ops = load_profile(shared(GPU / "tracelens_b200_vllm_moe_eager.json.gz")).ops.to_pydict()
     names = [n for n, t in zip(ops["op_name"], ops["op_type"], strict=True) if t == "fused_add_rms_norm_kernel"]
     assert len(names) == 72 and all(n.startswith("std::enable_if<") for n in names)
+
+
+def test_a_graph_replayed_decode_charges_its_launch_once() -> None:
+    """SGLang decode from one hipGraphLaunch of 1.573 ms: the 145 fused norms run 0.684 ms (README) and carry their
+    share of the launch, not 145 launches (which read as 228.71 ms, 48 % of the span)."""
+    report = analyze(load_profile(shared(GPU / "tracelens_mi300_sglang_qwen3-8b_decode_hipgraph.json.gz")))
+    (phase,) = report.breakdown.phases
+    assert phase.norm.ops == 145
+    assert phase.norm.kernel_us == pytest.approx(684, abs=1)
+    assert 0 < phase.norm.launch_us < 1573  # a share of the one launch
+    assert any("replayed from 1 graph launch" in n for n in report.notes)

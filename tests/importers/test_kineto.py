@@ -172,6 +172,24 @@ def test_partial_overlap_closes_the_open_op(tmp_path: Path) -> None:
     assert fw["c"]["parent"] == fw["b"]["index"]
 
 
+def test_a_graph_launch_is_one_host_cost_shared_by_its_kernels(tmp_path: Path) -> None:
+    """cudaGraphLaunch replays three kernels: each carries a third of the launch, not the whole call; a kernel
+    launched on its own keeps its launch."""
+    events = [
+        _x("cudaGraphLaunch", "cuda_runtime", 10.0, 3.0, args={"correlation": 5}),
+        _x("cudaLaunchKernel", "cuda_runtime", 20.0, 1.0, args={"correlation": 6}),
+        *(_x(f"k{i}", "kernel", 14.0 + i, 0.5, tid=7, pid=0, args={"correlation": 5, "stream": 7}) for i in range(3)),
+        _x("alone", "kernel", 22.0, 0.5, tid=7, pid=0, args={"correlation": 6, "stream": 7}),
+    ]
+    path = tmp_path / "graph.json"
+    path.write_bytes(_kineto(events))
+    profile = load_profile(path)
+    launched = {r["op_name"]: r["host_launch_dur_ns"] for r in profile.ops.to_pylist()}
+    assert launched == {"k0": 1_000, "k1": 1_000, "k2": 1_000, "alone": 1_000}
+    assert profile.meta["graph_launches"] == {"launches": 1, "kernels": 3, "host_ns": 3_000}
+    assert sum(v for k, v in launched.items() if k != "alone") == 3_000  # the call counted once
+
+
 @pytest.mark.parametrize(
     ("kernel", "op_type"),
     [
