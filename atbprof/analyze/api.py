@@ -84,6 +84,7 @@ def _findings(
     launch = table.column("launch_ns")
     launch_np = pc.fill_null(launch, 0).to_numpy()
     saving = pc.fill_null(table.column("est_saving_ns"), 0.0).to_numpy()
+    estimated = np.asarray(table.column("est_saving_ns").is_valid().to_numpy(zero_copy_only=False), bool)
     steps_of = {p.phase: p.steps for p in breakdown.phases}
     out = []
     order = np.argsort(group, kind="stable")
@@ -137,8 +138,14 @@ def _findings(
                 kernel_us=round(float(kernel[rows].sum()) / 1e3, 3),
                 wait_us=round(float(wait[rows].sum()) / 1e3, 3),
                 launch_us=round(float(launch_np[rows].sum()) / 1e3, 3) if has_launch else None,
-                est_saving_us=round(float(saving[rows].sum()) / 1e3, 3),
-                est_method=(method if level == "kernel" else FRAMEWORK_METHOD)
+                est_saving_us=round(float(saving[rows].sum()) / 1e3, 3)
+                if estimated[rows].any() or kind not in OPPORTUNITY_KINDS
+                else None,
+                est_method=(
+                    (method if level == "kernel" or method.startswith("measured") else FRAMEWORK_METHOD)
+                    if estimated[rows].any()
+                    else "not estimated: no device model of this device, and the trace alone does not say"
+                )
                 if kind in OPPORTUNITY_KINDS
                 else "already fused",
                 evidence=head["evidence"],
@@ -154,7 +161,10 @@ def _summary(name: str, findings: list[Finding], breakdown: Breakdown, whatif: W
     scope = next((p for p in breakdown.phases if p.phase == breakdown.scope), None)
     per_token = scope is not None and scope.phase == "decode"
     unit = "per decode token" if per_token else ("per step" if scope and scope.steps > 1 else "")
-    level = "kernel" if any(f.level == "kernel" for f in findings) else "framework"
+    # the level the total counts (whatif.counted): kernel-level opportunities if any, else framework-level ones - a
+    # trace whose kernels are all fused norms may still have framework-level chains to fuse (Add -> F.rms_norm)
+    levels = [lv for lv in ("kernel", "framework") if any(f.opportunity and f.level == lv for f in findings)]
+    level = levels[0] if levels else ("kernel" if any(f.level == "kernel" for f in findings) else "framework")
 
     def per_scope(f: Finding) -> float:
         """Occurrences per step of the scope (per decode token for runs of ours), else in total."""
@@ -190,7 +200,12 @@ def _summary(name: str, findings: list[Finding], breakdown: Breakdown, whatif: W
             b, a = whatif.decode_ms_per_token_before, whatif.decode_ms_per_token_after
             parts.append(f"fusing them: {b:.2f} -> {a:.2f} ms/token ({(a - b) / b:+.1%}, {whatif.method})")
         else:
-            how = f"{whatif.method} on {whatif.device}" if level == "kernel" else "host time of the framework calls"
+            if whatif.method == "trace":
+                how = "measured from the trace: host time removed, capped by what the device gives"
+            elif level == "kernel":
+                how = f"{whatif.method} on {whatif.device}"
+            else:
+                how = "host time of the framework calls"
             parts.append(
                 f"fusing them saves ~{whatif.total_saving_us / 1e3:.2f} ms ({whatif.saving_share:.1%} of "
                 f"the span, {how})"
@@ -296,12 +311,10 @@ def analyze(
     elif cfg is not None and isinstance(summary, dict):
         found, wi = whatif_resimulated(found, cfg, summary, breakdown.span_us)
     elif (ran_on := _not_ascend(profile)) is not None:
-        # the device model is Ascend's: pricing a GPU / MTIA / CPU trace's fused kernels with it would be a guess
-        why = (
-            f"the trace ran on {ran_on}: atbprof's device model is of Ascend NPUs, so no saving is estimated (the "
-            "findings say what is unfused and what would fuse it)"
-        )
-        wi = _not_estimated(why, breakdown.span_us)
+        # the device model is Ascend's: a GPU / MTIA trace's saving is measured from the trace itself instead
+        from atbprof.analyze.whatif_trace import whatif_from_trace
+
+        found, wi = whatif_from_trace(found, profile.ops, breakdown.span_us, ran_on)
     else:
         from atbprof.predict.device import infer_device
 
@@ -309,7 +322,12 @@ def analyze(
         if ours:
             notes.append("run.json has no readable config/summary: the what-if uses the device model instead")
         found, wi = whatif_device_model(found, device, why, breakdown.span_us, clock_mhz)
-    method = {"resimulated": "re-simulated", "device-model": f"device model ({wi.device})", "none": "not estimated"}
+    method = {
+        "resimulated": "re-simulated",
+        "device-model": f"device model ({wi.device})",
+        "trace": "measured from the trace (host time removed, capped by the device's idle time)",
+        "none": "not estimated",
+    }
     findings = _findings(found, view, profile.framework, breakdown, top, method[wi.method])
     if profile.kind == "kineto":  # a CPU/CUDA torch trace: name the portable fused API first
         findings = [

@@ -69,7 +69,7 @@ def run_rank(task: RankTask) -> RankResult:
         part.warnings.append(f"rank {part.profile.rank}: kernel tables not analysed ({err}): step split only")
         return RankResult(part, [], None)
     steps = max(1, report.source.steps)  # a finding's saving is over the profile: per step, as the split
-    saving = round(sum(f.est_saving_us for f in report.findings if f.opportunity) / steps, 3)
+    saving = round(sum(f.est_saving_us or 0.0 for f in report.findings if f.opportunity) / steps, 3)
     return RankResult(part, [f.model_dump(mode="json") for f in report.findings], saving)
 
 

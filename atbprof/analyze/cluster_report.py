@@ -204,7 +204,7 @@ def _rank_findings(cluster: Cluster, top: int, patterns_file: str | None) -> tup
         profile = load_run(r.path, rank=r.rank) if r.run else load_profile(r.path)
         report = analyze(profile, patterns_file=patterns_file, top=top)
         steps = max(1, report.source.steps)  # a finding's saving is over the profile: per step, as the split
-        savings[r.rank] = round(sum(f.est_saving_us for f in report.findings if f.opportunity) / steps, 3)
+        savings[r.rank] = round(sum(f.est_saving_us or 0.0 for f in report.findings if f.opportunity) / steps, 3)
         findings += [RankFinding(rank=r.rank, **f.model_dump()) for f in report.findings]
     return findings, savings
 

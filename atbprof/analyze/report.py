@@ -104,7 +104,7 @@ class Finding(_M):
     kernel_us: float
     wait_us: float = Field(description="idle time of the stream right before the members (waiting for launches)")
     launch_us: float | None = Field(description="host launch time of the members, when the profile records it")
-    est_saving_us: float
+    est_saving_us: float | None = Field(description="what fusing them saves; null: not estimated (est_method says why)")
     est_method: str
     evidence: str
     by_phase: dict[str, PhaseCount]
@@ -202,7 +202,10 @@ class WhatIfStep(_M):
 
 
 class WhatIf(_M):
-    method: Literal["resimulated", "device-model", "none"]
+    method: Literal["resimulated", "device-model", "trace", "none"] = Field(
+        description="resimulated (runs of ours), device-model (Ascend profiles), trace (a device atbprof has no "
+        "model of: measured from the trace's host and device timelines), none"
+    )
     device: str | None
     assumption: str
     span_us: float

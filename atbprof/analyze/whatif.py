@@ -148,12 +148,41 @@ def _dtype(text: object) -> str:
     return "bf16" if isinstance(text, str) and "BF16" in text.upper() else "fp16"
 
 
+def framework_savings(findings: pa.Table) -> np.ndarray:
+    """Per finding, what fusing a framework-level chain saves in host time (NaN on other rows): a fused call costs
+    about its longest member, its other calls go, and the waits between them; an Add in front of a decomposed norm
+    (found at the same level) and the norm's fused call become one call (the chain's own saving counts the rest)."""
+    k = findings.num_rows
+    out = np.full(k, np.nan)
+    kinds = findings.column("kind").to_pylist()
+    levels = findings.column("level").to_pylist()
+    kernel = findings.column("kernel_ns").to_numpy().astype(float)
+    inner = findings.column("inner_wait_ns").to_numpy().astype(float)
+    longest = findings.column("max_kernel_ns").to_numpy().astype(float)
+    last = findings.column("last_kernel_ns").to_numpy().astype(float)
+    members = findings.column("op_indices").to_pylist()
+    chain_at = {
+        (str(levels[i]), ix[0]): i for i, ix in enumerate(members) if str(kinds[i]).startswith("decomposed") and ix
+    }
+    for i in range(k):
+        if levels[i] != "framework" or kinds[i] not in OPPORTUNITY_KINDS:
+            continue
+        chain = chain_at.get((str(levels[i]), members[i][-1])) if kinds[i] == "add_norm" and members[i] else None
+        if chain is None:
+            out[i] = kernel[i] - longest[i] + inner[i]
+        else:  # the Add and the already fused norm call (about the chain's longest member) become one call
+            add, norm = kernel[i] - last[i], longest[chain]
+            out[i] = add + norm - max(add, norm) + inner[i]
+    return out
+
+
 def whatif_device_model(
     findings: pa.Table, device: str, why: str, span_us: float, clock_mhz: float | None = None
 ) -> tuple[pa.Table, WhatIf]:
     """Profiles without a config to re-simulate: the device model prices each fused kernel from its shapes (on
     `device` at `clock_mhz` when the profile's counters show a clock other than the preset's)."""
     k = findings.num_rows
+    host_saving = framework_savings(findings)
     cols = {c: findings.column(c).to_pylist() for c in ("kind", "level", "shape", "dtype", "out_width", "fused_as")}
     kernel = findings.column("kernel_ns").to_numpy().astype(float)
     inner = findings.column("inner_wait_ns").to_numpy().astype(float)
@@ -186,12 +215,8 @@ def whatif_device_model(
         if kind not in OPPORTUNITY_KINDS:
             continue
         chain = chain_of(i)
-        if cols["level"][i] == "framework":  # a fused call costs about its longest member; its others go
-            if chain is None:
-                saving[i] = kernel[i] - longest[i] + inner[i]
-            else:  # the Add and the already fused norm call (about the chain's longest member) become one call
-                add, norm = kernel[i] - last[i], longest[chain]
-                saving[i] = add + norm - max(add, norm) + inner[i]
+        if cols["level"][i] == "framework":
+            saving[i] = host_saving[i]
             continue
         after_add = kind == "norm_matmul" and first_op[i] in add_norm_of
         # Norm->MatMul: the norm is either the measured kernel, or the AddRmsNorm that Add->Norm left in its place

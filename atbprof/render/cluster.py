@@ -119,9 +119,17 @@ def sections(report: ClusterReport, top: int = 10) -> list[Section]:
             headers=["rank", "pattern", "fused as", "count", "est. saving ms"],
             numeric={0, 3, 4},
         )
-        for f in sorted(report.findings, key=lambda f: (f.rank, -f.est_saving_us))[: top * 3]:
+        for f in sorted(report.findings, key=lambda f: (f.rank, -(f.est_saving_us or 0.0)))[: top * 3]:
             if f.opportunity:
-                sec.rows.append([str(f.rank), f.pattern, f.fused_as, str(f.count), _ms(f.est_saving_us)])
+                sec.rows.append(
+                    [
+                        str(f.rank),
+                        f.pattern,
+                        f.fused_as,
+                        str(f.count),
+                        _ms(f.est_saving_us) if f.est_saving_us is not None else "-",
+                    ]
+                )
         if sec.rows:
             saving = report.step_saving_us
             sec.lines.append(

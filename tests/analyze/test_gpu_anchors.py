@@ -3,6 +3,8 @@ recognised as fused, named by their kernel, in the counts the README's independe
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from atbprof.analyze import analyze
@@ -49,3 +51,49 @@ def test_a_graph_replayed_decode_charges_its_launch_once() -> None:
     assert phase.norm.kernel_us == pytest.approx(684, abs=1)
     assert 0 < phase.norm.launch_us < 1573  # a share of the one launch
     assert any("replayed from 1 graph launch" in n for n in report.notes)
+
+
+def test_the_h200_what_if_is_within_30_percent_of_the_measured_saving() -> None:
+    """The same model and inputs profiled with the stock eager RMSNorm and with F.rms_norm (README): the estimate
+    from the eager trace alone against the measured difference of the profiled steps."""
+    eager = load_profile(shared(GPU / "h200_llama2-7b_L4_eager.pt.trace.json.gz"))
+    fused = load_profile(shared(GPU / "h200_llama2-7b_L4_frms.pt.trace.json.gz"))
+    steps = [p.step_frames.column("dur_ns").to_pylist() for p in (eager, fused)]  # type: ignore[union-attr]
+    measured_us = (sum(steps[0]) - sum(steps[1])) / 1e3
+    assert 0.20 < measured_us / (sum(steps[0]) / 1e3) < 0.26  # the README's -23 %
+    report = analyze(eager)
+    assert report.whatif.method == "trace"
+    assert abs(report.whatif.total_saving_us - measured_us) <= 0.30 * measured_us
+    assert "profiled run" in report.whatif.assumption  # which saving it is, said
+
+
+def test_a_device_bound_chain_saves_what_the_device_gives(tmp_path: Path) -> None:
+    """Kernels queued behind a long one (the device is the bottleneck): the saving is the kernels removed, not the
+    host calls; a host-bound chain (kernels start as launched) saves its host calls, capped by the device."""
+    from tests.importers.test_kineto import _kineto, _x
+
+    chain = ["aten::to", "aten::pow", "aten::mean", "aten::add", "aten::rsqrt", "aten::mul", "aten::to", "aten::mul"]
+
+    def trace(queued: bool) -> Path:
+        events = [_x("ProfilerStep#1", "user_annotation", 0.0, 2000.0)]
+        if queued:
+            events.append(_x("long", "kernel", 0.0, 1000.0, tid=7, pid=0, args={"correlation": 99, "stream": 7}))
+        t_dev = 1000.0 if queued else 0.0
+        for i, name in enumerate(chain):
+            t = 10.0 + 10 * i
+            events.append(_x(name, "cpu_op", t, 9.0, args={"Input Dims": [[1, 8, 64]]}))
+            events.append(_x("cudaLaunchKernel", "cuda_runtime", t + 1, 2.0, args={"correlation": i}))
+            start = max(t_dev, t + 3.0)
+            events.append(_x(f"k{i}", "kernel", start, 20.0, tid=7, pid=0, args={"correlation": i, "stream": 7}))
+            t_dev = start + 20.0
+        path = tmp_path / f"{'queued' if queued else 'starved'}.json"
+        path.write_bytes(_kineto(events, deviceProperties=[{"name": "NVIDIA H200"}]))
+        return path
+
+    device_bound = analyze(load_profile(trace(queued=True)))
+    host_bound = analyze(load_profile(trace(queued=False)))
+    for report in (device_bound, host_bound):
+        assert report.whatif.method == "trace" and report.has_unfused
+    kernels_removed_us = 7 * 20.0  # eight 20 us kernels become one
+    assert device_bound.whatif.total_saving_us == pytest.approx(kernels_removed_us, abs=1.0)
+    assert 30.0 < host_bound.whatif.total_saving_us <= 80.0  # its host calls, at most the chain's host span

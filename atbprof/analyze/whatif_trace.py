@@ -1,0 +1,127 @@
+"""What fusing would save on a device atbprof has no model of (a GPU, an MTIA), measured from the trace itself.
+
+A framework-level finding is a chain of framework calls (aten::pow, mean, add, rsqrt, mul ...) that one fused call
+(F.rms_norm, a fused add + RMSNorm) would replace. Fusing removes all but one of those host calls, and on the device
+all but one of their kernels. What that saves the step depends on which side was the bottleneck while the chain ran:
+
+- the host side: the chain's host time less the fused call's (about its longest member), plus the waits between
+  its calls - what the profile's own host timeline says the calls cost;
+- bounded by the device side: the step only gets shorter by host time the device spent waiting. During the
+  chain's host span the device was idle for some time (measured from the union of every stream's kernels), and
+  the chain's kernels beyond the longest (which the fused kernel is assumed to cost) are saved on the device.
+
+- and the host side may lose time without the device noticing when it was ahead: the shortest wait of the
+  chain's kernels in the queue between their launch call and their start.
+
+So saving = min(host saving + host ahead, device idle during the chain + the chain's kernel time - its longest
+kernel). On a host-bound trace (Hugging Face eager decode) the host side decides; on a device-bound one (kernels
+queued behind each other) the device side does.
+The estimate is of the profiled run: the profiler's own per-call cost is part of the host time it removes, so an
+unprofiled run saves less where it is host-bound (say so). Kernel-level findings are not priced: that would need a
+device model of this device. Pure: tables in, tables out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from atbprof.analyze.patterns import OPPORTUNITY_KINDS
+from atbprof.analyze.report import WhatIf
+from atbprof.analyze.whatif import _with_estimates, counted, framework_savings
+
+TRACE = (
+    "measured from the trace (the device is {device}, which atbprof has no device model of): each framework-level "
+    "chain becomes one fused call costing about its longest member, and its kernels one kernel costing about their "
+    "longest; the step gets shorter by the smaller of what the host gives (the calls and waits removed, plus the "
+    "time it was ahead of the device) and what the device gives (the kernels removed, plus the time it sat idle "
+    "waiting for the host); this is the saving of the profiled run: the profiler's own per-call overhead is "
+    "in the host time removed, so an unprofiled, host-bound run saves less; kernel-level findings are not priced"
+)
+
+
+def _busy_cumulative(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """The union of every stream's kernel intervals as (merged starts, cumulative busy ns at each merged end)."""
+    start = ops.column("task_start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+    end = start + ops.column("task_dur_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end) if len(end) else end
+    new = np.ones(len(start), bool)
+    new[1:] = start[1:] > reach[:-1]  # a kernel that starts after everything before it ended opens a merged run
+    idx = np.flatnonzero(new)
+    m_start = start[idx]
+    m_end = np.append(reach[idx[1:] - 1], reach[-1]) if len(idx) else reach
+    return m_start, np.vstack([m_end, np.cumsum(m_end - m_start)])
+
+
+def _busy_before(t: np.ndarray, merged: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Device-busy ns from the trace's start up to each time in `t`."""
+    m_start, (m_end, cum) = merged
+    k = np.searchsorted(m_start, t, side="right") - 1  # the merged run starting at or before t
+    inside = np.where(k >= 0, np.minimum(t, m_end[np.clip(k, 0, None)]) - m_start[np.clip(k, 0, None)], 0)
+    done_before = np.where(k >= 1, cum[np.clip(k - 1, 0, None)], 0)
+    return np.where(k >= 0, done_before + np.maximum(inside, 0), 0)
+
+
+def _launched_within(ops: pa.Table, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per window [a, b], of the kernels launched in it: their device time, the longest one, and how long the
+    host was ahead of the device (the shortest wait of any of them between its launch call's end and its start:
+    host time that could go without the device noticing). Zeros without launch records."""
+    launch = ops.column("host_launch_start_ns")
+    n = len(a)
+    if launch.null_count == len(launch):
+        return np.zeros(n), np.zeros(n), np.zeros(n)
+    valid = np.asarray(launch.is_valid().to_numpy(zero_copy_only=False), bool)
+    at = launch.to_numpy(zero_copy_only=False)[valid].astype(np.int64)
+    dur = ops.column("task_dur_ns").to_numpy(zero_copy_only=False)[valid].astype(np.int64)
+    start = ops.column("task_start_ns").to_numpy(zero_copy_only=False)[valid].astype(np.int64)
+    cost = ops.column("host_launch_dur_ns").fill_null(0).to_numpy(zero_copy_only=False)[valid].astype(np.int64)
+    queued = np.maximum(start - (at + cost), 0)
+    order = np.argsort(at, kind="stable")
+    at, dur, queued = at[order], dur[order], queued[order]
+    lo, hi = np.searchsorted(at, a, side="left"), np.searchsorted(at, b, side="right")
+    total = np.cumsum(np.append(0, dur))
+    spans = list(zip(lo.tolist(), hi.tolist(), strict=True))
+    longest = np.array([dur[i:j].max() if j > i else 0 for i, j in spans], float)
+    ahead = np.array([queued[i:j].min() if j > i else 0 for i, j in spans], float)
+    return (total[hi] - total[lo]).astype(float), longest, ahead
+
+
+def whatif_from_trace(findings: pa.Table, ops: pa.Table, span_us: float, device: str) -> tuple[pa.Table, WhatIf]:
+    k = findings.num_rows
+    saving = np.full(k, np.nan)
+    host = framework_savings(findings)  # NaN on kernel-level rows
+    kinds = findings.column("kind").to_pylist()
+    framework = np.array(
+        [not np.isnan(h) and kinds[i] in OPPORTUNITY_KINDS for i, h in enumerate(host)] + [False], bool
+    )[:k]
+    if framework.any() and ops.num_rows:
+        a = findings.column("start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+        b = a + findings.column("time_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+        merged = _busy_cumulative(ops)
+        idle = (b - a) - (_busy_before(b, merged) - _busy_before(a, merged))
+        chain_dev, longest_dev, ahead = _launched_within(ops, a, b)
+        # the step shortens by what both sides give: the host its removed calls plus the time it was ahead, the
+        # device the kernels beyond the longest plus the time it sat idle waiting for the host
+        host_side = host + ahead
+        device_side = np.maximum(idle, 0) + np.maximum(chain_dev - longest_dev, 0)
+        saving[framework] = np.minimum(host_side[framework], device_side[framework])
+    elif framework.any():  # no device kernels (a CPU-only trace): the host decides
+        saving[framework] = host[framework]
+    use = counted(findings) & ~np.isnan(saving)
+    total = float(np.nansum(saving[use])) / 1e3
+    estimated = bool(use.any())
+    result = WhatIf(
+        method="trace" if estimated else "none",
+        device=device,
+        assumption=TRACE.format(device=device),
+        span_us=round(span_us, 3),
+        total_saving_us=round(total, 3),
+        span_after_us=round(span_us - total, 3),
+        saving_share=round(total / span_us, 4) if span_us else 0.0,
+        decode_ms_per_token_before=None,
+        decode_ms_per_token_after=None,
+        steps=[],
+    )
+    return _with_estimates(findings, np.full(k, np.nan), saving), result
