@@ -273,6 +273,13 @@ def analyze(
     patterns = patterns or load_patterns(patterns_file)
     ops, meta = profile.ops, profile.meta
     notes: list[str] = import_warnings(profile)
+    warmup = profile.meta.get("warmup_launches")
+    if isinstance(warmup, dict) and warmup.get("kernels"):
+        notes.append(
+            f"{warmup['kernels']:,} first launch(es) of a kernel took {warmup['host_ns'] / 1e6:,.1f} ms beyond a "
+            "usual launch: loading the kernel's code (warm-up), not launch overhead a fusion would remove; counted "
+            "as usual launches"
+        )
     graphs = profile.meta.get("graph_launches")
     if isinstance(graphs, dict) and graphs.get("kernels"):
         notes.append(

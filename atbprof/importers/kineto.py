@@ -72,7 +72,7 @@ def read_kineto(
     untimed = timed_rows[~(trace.has_ts[timed_rows] & trace.has_dur[timed_rows])]
     if len(untimed):
         raise trace.fail(int(untimed[0]), "a complete ('X') event needs a 'ts' and a 'dur'")
-    ops, graphs = _ops(trace, kernels, ts, _launches_by_correlation(trace, launches, ts))
+    ops, launch_meta = _ops(trace, kernels, ts, _launches_by_correlation(trace, launches, ts))
     cpu = (
         None
         if not framework and kernels
@@ -98,8 +98,7 @@ def read_kineto(
         "cpu_op_events": len(cpu_ops),
         "profiler_steps": len(steps),
     }
-    if graphs is not None:
-        meta["graph_launches"] = graphs
+    meta.update(launch_meta)
     for key in ("schemaVersion", "displayTimeUnit", "baseTimeNanoseconds", "distributedInfo", "traceName"):
         if key in top:
             meta[key] = top[key]
@@ -139,15 +138,16 @@ class Launches:
 
 def _ops(
     trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launches
-) -> tuple[RawOps, dict[str, int] | None]:
-    """The kernels as op rows, and what graph replay launched (None: nothing was launched from a graph).
+) -> tuple[RawOps, dict[str, object]]:
+    """The kernels as op rows, and what their launches were besides plain launches (meta: `graph_launches`,
+    `warmup_launches`).
 
     One runtime call that launches several kernels (cudaGraphLaunch, hipGraphLaunch: CUDA graphs, HIP graphs,
     torch.compile's reduce-overhead mode, vLLM's and SGLang's decode) is one host cost for all of them: each kernel's
     `host_launch_dur_ns` is its even share of the call, so a graph's launch counts once in every total (not once per
     kernel it replays) and the share that falls on the norms is what norm-related time counts."""
     if not kernels:
-        return RawOps.empty(), None
+        return RawOps.empty(), {}
     names = trace.texts("name", kernels)
     cats = trace.texts("cat", kernels)
     mtia = pc.is_in(cats, pa.array(sorted(MTIA_CATS)))
@@ -158,7 +158,7 @@ def _ops(
     none = np.zeros(len(kernels), np.int64)
     host_start = launches.start_ns[np.clip(launch, 0, None)] if found.any() else none
     host_dur = launches.dur_ns[np.clip(launch, 0, None)] if found.any() else none
-    graphs = None
+    extra: dict[str, object] = {}
     if found.any():
         per_launch = np.bincount(launch[found], minlength=len(launches.correlation))
         shared = np.where(found, per_launch[np.clip(launch, 0, None)], 1)
@@ -166,11 +166,14 @@ def _ops(
         if replayed.any():
             host_dur = host_dur // np.maximum(shared, 1)
             calls = np.unique(launch[replayed])
-            graphs = {
+            extra["graph_launches"] = {
                 "launches": len(calls),
                 "kernels": int(replayed.sum()),
                 "host_ns": int(launches.dur_ns[calls].sum()),
             }
+        host_dur, warmup = _warmup_launches(names, memory, found, host_start, host_dur)
+        if warmup:
+            extra["warmup_launches"] = warmup
     start = ts[kernels]
     cols: dict[str, pa.Array] = {
         "op_name": names,
@@ -193,7 +196,41 @@ def _ops(
         "host_launch_start_ns": pa.array(host_start, pa.int64(), mask=~found),
         "host_launch_dur_ns": pa.array(host_dur, pa.int64(), mask=~found),
     }
-    return RawOps(cols, np.where(found, host_start, start)), graphs
+    return RawOps(cols, np.where(found, host_start, start)), extra
+
+
+WARMUP_MIN_NS = 1_000_000
+"""A kernel launch call costs microseconds (the anchors' medians: 2.6-7.2 us); the first launch of a kernel that
+takes over a millisecond, and 50 times the trace's median, loaded its code object (ROCm's first hipLaunchKernel of a
+kernel: 100-330 ms seen). That is warm-up, not launch overhead a fusion would remove."""
+
+
+def _warmup_launches(
+    names: pa.Array, memory: pa.Array, found: np.ndarray, host_start: np.ndarray, host_dur: np.ndarray
+) -> tuple[np.ndarray, dict[str, int] | None]:
+    """The launches that loaded a kernel (first launch of its name, far slower than any launch): their cost is
+    set to the trace's median launch and what they took beyond it is reported apart."""
+    kernel = found & ~np.asarray(memory.to_numpy(zero_copy_only=False), bool)
+    if not kernel.any():
+        return host_dur, None
+    median = float(np.median(host_dur[kernel]))
+    slow = kernel & (host_dur > max(WARMUP_MIN_NS, 50 * median))
+    if not slow.any():
+        return host_dur, None
+    name_list = names.to_pylist()
+    first: dict[str, int] = {}
+    for i in np.flatnonzero(kernel).tolist():
+        j = first.get(name_list[i])
+        if j is None or host_start[i] < host_start[j]:
+            first[name_list[i]] = i
+    firsts = np.zeros(len(host_dur), bool)
+    firsts[list(first.values())] = True
+    warm = slow & firsts
+    if not warm.any():
+        return host_dur, None
+    out = host_dur.copy()
+    out[warm] = int(median)
+    return out, {"kernels": int(warm.sum()), "host_ns": int((host_dur[warm] - int(median)).sum())}
 
 
 def _streams(trace: TraceEvents, kernels: list[int]) -> pa.Array:

@@ -1,5 +1,5 @@
 """Not a benchmark: a guard that analyze stays linear on a real million-op run (measured ~0.6 s on a 2-core
-machine, see the report of the analyze work; the bounds here are loose so a busy CI machine does not flake)."""
+machine; the bound is loose, and it is this process's CPU time, so a busy machine does not flake)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ def test_a_million_op_run_is_analyzed_quickly(tmp_path: Path) -> None:
     # LLaMA-2-7B unfused on 910B2: 1,649 ops per step x 607 steps = 1,000,943 ops
     profile = simulate(tmp_path / "big", "llama2-7b-910b2.yaml", "fusion=none", "workload.decode_tokens=606")
     assert profile.ops.num_rows >= 1_000_000
-    start = time.perf_counter()
+    start = time.process_time()
     report = analyze(profile)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     decode = report.findings[0].by_phase["decode"]
     assert (report.findings[0].kind, decode.per_step, decode.count) == ("decomposed_rmsnorm", 65, 65 * 606)
     assert report.whatif.method == "resimulated"

@@ -172,6 +172,30 @@ def test_partial_overlap_closes_the_open_op(tmp_path: Path) -> None:
     assert fw["c"]["parent"] == fw["b"]["index"]
 
 
+def test_a_first_launch_that_loads_the_kernel_is_warm_up(tmp_path: Path) -> None:
+    """ROCm's first hipLaunchKernel of a kernel can take 100-330 ms (its code object loads): warm-up, not launch
+    overhead. A slow copy, or a slow launch that is not the kernel's first, is left as measured."""
+    launches = [("k", 150_000.0), ("k", 5.0), ("k", 5.0), ("m", 5.0), ("m", 4_000.0), ("m", 5.0), ("m", 5.0)]
+    events = []
+    t = 0.0
+    for i, (name, cost) in enumerate(launches):
+        events.append(_x("hipLaunchKernel", "cuda_runtime", t, cost, args={"correlation": i}))
+        events.append(_x(name, "kernel", t + cost + 1, 1.0, tid=7, pid=0, args={"correlation": i, "stream": 7}))
+        t += cost + 10
+    events.append(_x("hipMemcpy", "cuda_runtime", t, 463_000.0, args={"correlation": 99}))
+    events.append(
+        _x("Memcpy DtoH", "gpu_memcpy", t + 463_000, 2.0, tid=7, pid=0, args={"correlation": 99, "stream": 7})
+    )
+    path = tmp_path / "warm.json"
+    path.write_bytes(_kineto(events))
+    profile = load_profile(path)
+    costs = [(r["op_name"], r["host_launch_dur_ns"]) for r in profile.ops.to_pylist()]
+    assert costs[0] == ("k", 5_000)  # the code-object load: counted as a usual launch
+    assert costs[4] == ("m", 4_000_000)  # slow, but not m's first launch: as measured
+    assert costs[-1] == ("Memcpy DtoH", 463_000_000)  # a blocking copy is not a kernel load
+    assert profile.meta["warmup_launches"] == {"kernels": 1, "host_ns": 150_000_000 - 5_000}
+
+
 def test_a_graph_launch_is_one_host_cost_shared_by_its_kernels(tmp_path: Path) -> None:
     """cudaGraphLaunch replays three kernels: each carries a third of the launch, not the whole call; a kernel
     launched on its own keeps its launch."""

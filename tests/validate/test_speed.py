@@ -36,9 +36,9 @@ def test_200k_events_validate_quickly(tmp_path: Path) -> None:
     path = tmp_path / "big.json.gz"
     events = kineto_like(200_000 // 17)
     path.write_bytes(gzip.compress(orjson.dumps({"traceEvents": events}), 1))
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a loaded machine stretches the wall clock, not the work
     report = validate_trace(path)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert not report.loses_data, report.findings
     assert report.summary.flows == 3 * (200_000 // 17)
     assert elapsed < 30, f"{len(events):,} events took {elapsed:.1f} s"
