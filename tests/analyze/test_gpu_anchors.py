@@ -97,3 +97,24 @@ def test_a_device_bound_chain_saves_what_the_device_gives(tmp_path: Path) -> Non
     kernels_removed_us = 7 * 20.0  # eight 20 us kernels become one
     assert device_bound.whatif.total_saving_us == pytest.approx(kernels_removed_us, abs=1.0)
     assert 30.0 < host_bound.whatif.total_saving_us <= 80.0  # its host calls, at most the chain's host span
+
+
+def _every_anchor() -> list[Path]:
+    anchors = SHARED / "anchors"
+    found = sorted((anchors / "gpu").glob("*.json.gz")) + sorted((anchors / "traces").glob("*.json*"))
+    found += sorted(p for p in (anchors / "ascend_samples").glob("msinsight_*") if p.is_dir())
+    return found
+
+
+@pytest.mark.parametrize("path", _every_anchor(), ids=lambda p: p.name)
+def test_every_nanosecond_of_the_span_is_in_one_category(path: Path) -> None:
+    """With ProfilerStep frames or without (serving loops), the categories add up to each phase's span: device idle
+    that no launch explains is the step's `other`, not lost."""
+    from atbprof.importers.cluster import is_cluster
+
+    if is_cluster(path):
+        pytest.skip("a cluster: its ranks are analysed one by one elsewhere")
+    report = analyze(load_profile(path))
+    for phase in report.breakdown.phases:
+        total_us = sum(c.per_step_ms for c in phase.categories) * 1e3 * max(phase.steps, 1)
+        assert total_us == pytest.approx(phase.span_us, rel=2e-3, abs=5.0), (path.name, phase.phase)
