@@ -84,8 +84,14 @@ def _findings(
     launch = table.column("launch_ns")
     launch_np = pc.fill_null(launch, 0).to_numpy()
     saving = pc.fill_null(table.column("est_saving_ns"), 0.0).to_numpy()
+    device = table.column("device_ns").to_numpy(zero_copy_only=False).astype(float)  # NaN: not known
+    device_kernels = pc.fill_null(table.column("device_kernels"), -1).to_numpy()
     estimated = np.asarray(table.column("est_saving_ns").is_valid().to_numpy(zero_copy_only=False), bool)
     steps_of = {p.phase: p.steps for p in breakdown.phases}
+
+    def known_device(rows: np.ndarray) -> bool:
+        return bool(len(rows)) and not np.isnan(device[rows]).any()
+
     out = []
     order = np.argsort(group, kind="stable")
     bounds = np.flatnonzero(np.diff(group[order])) + 1
@@ -135,7 +141,10 @@ def _findings(
                 opportunity=kind in OPPORTUNITY_KINDS,
                 count=len(rows),
                 time_us=round(float(time[rows].sum()) / 1e3, 3),
-                kernel_us=round(float(kernel[rows].sum()) / 1e3, 3),
+                # framework level: the device time of the kernels the calls launched, the host time apart
+                kernel_us=round(float(device[rows].sum() if known_device(rows) else kernel[rows].sum()) / 1e3, 3),
+                host_us=round(float(kernel[rows].sum()) / 1e3, 3) if level == "framework" else None,
+                device_kernels=int(device_kernels[rows].sum()) if known_device(rows) else None,
                 wait_us=round(float(wait[rows].sum()) / 1e3, 3),
                 launch_us=round(float(launch_np[rows].sum()) / 1e3, 3) if has_launch else None,
                 est_saving_us=round(float(saving[rows].sum()) / 1e3, 3)
@@ -298,7 +307,10 @@ def analyze(
             notes.append(why)
     found = detect_kernels(ops, patterns, edges, view=view)
     if profile.framework is not None and profile.framework.num_rows:
+        from atbprof.analyze.launched import with_device_time
+
         found = pa.concat_tables([found, detect_framework(profile.framework, patterns)])
+        found = with_device_time(found, profile.framework, ops)
     latency = launch_latency_ns(meta)
     timeline, timeline_view = ops, view
     if not ops.num_rows and profile.framework is not None and profile.framework.num_rows:

@@ -238,6 +238,8 @@ def _table(
         "evidence": pa.array(EVIDENCE, pa.string()).take(pa.array(evidence.astype(np.int32))),
         "est_fused_ns": pa.nulls(k, pa.float64()),
         "est_saving_ns": pa.nulls(k, pa.float64()),
+        "device_ns": pa.nulls(k, pa.float64()),
+        "device_kernels": pa.nulls(k, pa.int64()),
     }
     arrays = [pa.array(columns[f.name], f.type) for f in FINDINGS_SCHEMA]
     return pa.Table.from_arrays(arrays, schema=FINDINGS_SCHEMA)

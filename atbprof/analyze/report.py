@@ -47,6 +47,13 @@ FINDINGS_SCHEMA = pa.schema(
         pa.field("evidence", pa.string(), nullable=False, metadata={"doc": "how the match was confirmed"}),
         pa.field("est_fused_ns", pa.float64(), nullable=True, metadata={"doc": "what-if: the fused kernel"}),
         pa.field("est_saving_ns", pa.float64(), nullable=True, metadata={"doc": "what-if: time saved"}),
+        pa.field(
+            "device_ns",
+            pa.float64(),
+            nullable=True,
+            metadata={"doc": "framework level: device time of the kernels its calls launched (kernel_ns is host time)"},
+        ),
+        pa.field("device_kernels", pa.int64(), nullable=True, metadata={"doc": "framework level: those kernels"}),
     ],
     metadata={"atbprof.table": "analyze.findings", "atbprof.schema_version": REPORT_SCHEMA_VERSION},
 )
@@ -100,8 +107,20 @@ class Finding(_M):
     rule: str
     opportunity: bool = Field(description="false for fused_norm (already fused)")
     count: int
-    time_us: float = Field(description="kernel_us + wait_us: device time the matched ops account for")
-    kernel_us: float
+    time_us: float = Field(
+        description="kernel_us + wait_us: device time the matched ops account for (framework level: host time of "
+        "the calls and the waits between them)"
+    )
+    kernel_us: float = Field(
+        description="device time of the matched kernels; framework level: of the kernels its calls launched, when "
+        "the profile records launches (else the calls' host time, as host_us)"
+    )
+    host_us: float | None = Field(
+        default=None, description="framework level: host time of the calls; null for device kernels"
+    )
+    device_kernels: int | None = Field(
+        default=None, description="framework level: kernels its calls launched, when the profile records launches"
+    )
     wait_us: float = Field(description="idle time of the stream right before the members (waiting for launches)")
     launch_us: float | None = Field(description="host launch time of the members, when the profile records it")
     est_saving_us: float | None = Field(description="what fusing them saves; null: not estimated (est_method says why)")

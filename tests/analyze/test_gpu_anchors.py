@@ -118,3 +118,14 @@ def test_every_nanosecond_of_the_span_is_in_one_category(path: Path) -> None:
     for phase in report.breakdown.phases:
         total_us = sum(c.per_step_ms for c in phase.categories) * 1e3 * max(phase.steps, 1)
         assert total_us == pytest.approx(phase.span_us, rel=2e-3, abs=5.0), (path.name, phase.phase)
+
+
+def test_framework_findings_say_their_device_time_apart_from_their_host_time() -> None:
+    """H100 Hugging Face eager Qwen: the 49 decomposed RMSNorm chains' 392 kernels run 7.378 ms on the GPU (README);
+    the aten calls took 4.53 ms on the host - two different figures, in two fields."""
+    report = analyze(load_profile(shared(GPU / "tracelens_h100_qwen1.5_hf_eager.json.gz")))
+    rms = next(f for f in report.findings if f.kind == "decomposed_rmsnorm" and f.level == "framework")
+    assert rms.count == 49 and rms.device_kernels == 392
+    assert rms.kernel_us == pytest.approx(7378.0, abs=1.0)
+    assert rms.host_us is not None and rms.host_us == pytest.approx(4532.5, abs=1.0)
+    assert report.to_arrow().column("device_kernels").to_pylist().count(None) < report.to_arrow().num_rows
