@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from atbprof.analyze.launched import LaunchIndex
 from atbprof.analyze.patterns import OPPORTUNITY_KINDS
 from atbprof.analyze.report import WhatIf
 from atbprof.analyze.whatif import _with_estimates, counted, framework_savings
@@ -64,30 +65,6 @@ def _busy_before(t: np.ndarray, merged: tuple[np.ndarray, np.ndarray]) -> np.nda
     return np.where(k >= 0, done_before + np.maximum(inside, 0), 0)
 
 
-def _launched_within(ops: pa.Table, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per window [a, b], of the kernels launched in it: their device time, the longest one, and how long the
-    host was ahead of the device (the shortest wait of any of them between its launch call's end and its start:
-    host time that could go without the device noticing). Zeros without launch records."""
-    launch = ops.column("host_launch_start_ns")
-    n = len(a)
-    if launch.null_count == len(launch):
-        return np.zeros(n), np.zeros(n), np.zeros(n)
-    valid = np.asarray(launch.is_valid().to_numpy(zero_copy_only=False), bool)
-    at = launch.to_numpy(zero_copy_only=False)[valid].astype(np.int64)
-    dur = ops.column("task_dur_ns").to_numpy(zero_copy_only=False)[valid].astype(np.int64)
-    start = ops.column("task_start_ns").to_numpy(zero_copy_only=False)[valid].astype(np.int64)
-    cost = ops.column("host_launch_dur_ns").fill_null(0).to_numpy(zero_copy_only=False)[valid].astype(np.int64)
-    queued = np.maximum(start - (at + cost), 0)
-    order = np.argsort(at, kind="stable")
-    at, dur, queued = at[order], dur[order], queued[order]
-    lo, hi = np.searchsorted(at, a, side="left"), np.searchsorted(at, b, side="right")
-    total = np.cumsum(np.append(0, dur))
-    spans = list(zip(lo.tolist(), hi.tolist(), strict=True))
-    longest = np.array([dur[i:j].max() if j > i else 0 for i, j in spans], float)
-    ahead = np.array([queued[i:j].min() if j > i else 0 for i, j in spans], float)
-    return (total[hi] - total[lo]).astype(float), longest, ahead
-
-
 def whatif_from_trace(findings: pa.Table, ops: pa.Table, span_us: float, device: str) -> tuple[pa.Table, WhatIf]:
     k = findings.num_rows
     saving = np.full(k, np.nan)
@@ -101,7 +78,12 @@ def whatif_from_trace(findings: pa.Table, ops: pa.Table, span_us: float, device:
         b = a + findings.column("time_ns").to_numpy(zero_copy_only=False).astype(np.int64)
         merged = _busy_cumulative(ops)
         idle = (b - a) - (_busy_before(b, merged) - _busy_before(a, merged))
-        chain_dev, longest_dev, ahead = _launched_within(ops, a, b)
+        launches = LaunchIndex.of(ops)
+        if launches is None:
+            chain_dev = longest_dev = ahead = np.zeros(k)
+        else:
+            lo, hi = launches.within(a, b)
+            chain_dev, longest_dev, ahead = launches.device_ns(lo, hi), launches.longest(lo, hi), launches.ahead(lo, hi)
         # the step shortens by what both sides give: the host its removed calls plus the time it was ahead, the
         # device the kernels beyond the longest plus the time it sat idle waiting for the host
         host_side = host + ahead
