@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the seed-000 figure (README, docs/sweeps.md): the sweep fixtures/sweeps/seed000.yaml, its gain plot
-(docs/figures/seed000-fusion-gain.png) and the table of the model's gains beside the seed's claims (the block in docs/sweeps.md
-between the `seed000-sweep` markers).
+(docs/figures/seed000-fusion-gain.png) and the table of the model's gains beside the seed's claims (the block in
+docs/sweeps.md between the `seed000-sweep` markers).
 
 python scripts/make_figures.py          # rewrite the figure and the docs block
 python scripts/make_figures.py --check  # exit 1 if either is stale (the figure is checked by its data digest)
