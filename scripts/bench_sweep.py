@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -56,12 +55,6 @@ def timed(cmd: list[str | Path]) -> float:
     return wall
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--no-ray", action="store_true")
@@ -91,22 +84,10 @@ def main() -> None:
             flush=True,
         )
         if not args.no_ray and RAY.exists():
-            port = free_port()
-            start = [
-                RAY,
-                "start",
-                "--head",
-                "--node-ip-address=127.0.0.1",
-                f"--port={port}",
-                "--num-cpus=2",
-                "--include-dashboard=false",
-                "--disable-usage-stats",
-            ]
-            subprocess.run(start, check=True, capture_output=True, timeout=180)
-            try:
-                wall = timed([ATBPROF, "sweep", "--spec", spec, "--out", tmp / "ray", "--ray", f"127.0.0.1:{port}"])
-            finally:
-                subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
+            from atbprof.scale.local_head import local_head
+
+            with local_head(RAY) as address:  # stops only this head, not any other Ray cluster on the machine
+                wall = timed([ATBPROF, "sweep", "--spec", spec, "--out", tmp / "ray", "--ray", address])
             same = pq.read_table(tmp / "ray" / "sweep.parquet").equals(pq.read_table(tmp / "local" / "sweep.parquet"))
             figures["sweep_ray"] = {"wall_s": round(wall, 2), "points_per_s": round(n / wall, 1), "equal": same}
             print(

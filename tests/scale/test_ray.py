@@ -3,14 +3,12 @@ RAY_ADDRESS names one CI started) gives exactly the local result; a missing head
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,57 +33,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _processes_mentioning(text: str) -> list[int]:
-    """Pids whose command line names `text` (Linux /proc): the daemons of one Ray head, by its own temp dir."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if text.encode() in cmdline:
-                found.append(int(entry.name))
-    return found
-
-
-def _stop_own_head(temp_dir: str, timeout: float = 30.0) -> None:
-    """Stop the head this module started, and nothing else: `ray stop` stops every Ray cluster on the machine (a
-    second test suite's, a user's own), whose drivers then exit."""
-    import signal
-    import time
-
-    pids = _processes_mentioning(temp_dir)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _processes_mentioning(temp_dir):
-        time.sleep(0.2)
-    for pid in _processes_mentioning(temp_dir):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[str]:
     given = os.environ.get("RAY_ADDRESS")
     if given:
         yield given
         return
-    port = _free_port()
-    temp_dir = tempfile.mkdtemp(prefix="atbray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    cmd = [str(RAY_BIN), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2"]
-    cmd += ["--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp_dir}"]
-    started = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert started.returncode == 0, started.stdout + started.stderr
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        _stop_own_head(temp_dir)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    from atbprof.scale.local_head import local_head
+
+    with local_head(RAY_BIN) as address:  # stops only this head, not another suite's or a user's
+        try:
+            yield address
+        finally:
+            if ray.is_initialized():
+                ray.shutdown()
 
 
 @pytest.fixture(scope="module")
