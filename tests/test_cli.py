@@ -371,17 +371,15 @@ def test_progress_shows_on_a_terminal_and_nowhere_else(tmp_path: Path, args: lis
     import subprocess
     import sys
 
-    argv = [sys.executable, "-c", "from atbprof.commands import main; main()", *(a.format(tmp=tmp_path) for a in args)]
-    piped = subprocess.run(
-        [*argv[:3], *[a.replace("/p", "/p2").replace("/r", "/r2") for a in argv[3:]]],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    def argv(where: str) -> list[str]:  # each run writes into a directory of its own
+        cli = [sys.executable, "-c", "from atbprof.commands import main; main()"]
+        return [*cli, *(a.format(tmp=tmp_path / where) for a in args)]
+
+    piped = subprocess.run(argv("piped"), capture_output=True, text=True, timeout=120)
     assert piped.returncode in (0, 1) and piped.stderr == "", piped.stderr
     master, slave = pty.openpty()
     env = {**os.environ, "TERM": "xterm", "COLUMNS": "100"}
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=slave, env=env)
+    proc = subprocess.Popen(argv("tty"), stdout=subprocess.DEVNULL, stderr=slave, env=env)
     os.close(slave)
     seen = b""
     while True:
