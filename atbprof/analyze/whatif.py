@@ -148,6 +148,22 @@ def _dtype(text: object) -> str:
     return "bf16" if isinstance(text, str) and "BF16" in text.upper() else "fp16"
 
 
+def profile_whatif(method: str, device: str | None, assumption: str, span_us: float, total_us: float) -> WhatIf:
+    """The WhatIf of a profile (no decode per-token figures, no re-simulation steps): a total over its span."""
+    return WhatIf(
+        method=method,  # type: ignore[arg-type]
+        device=device,
+        assumption=assumption,
+        span_us=round(span_us, 3),
+        total_saving_us=round(total_us, 3),
+        span_after_us=round(span_us - total_us, 3),
+        saving_share=round(total_us / span_us, 4) if span_us else 0.0,
+        decode_ms_per_token_before=None,
+        decode_ms_per_token_after=None,
+        steps=[],
+    )
+
+
 def framework_savings(findings: pa.Table) -> np.ndarray:
     """Per finding, what fusing a framework-level chain saves in host time (NaN on other rows): a fused call costs
     about its longest member, its other calls go, and the waits between them; an Add in front of a decomposed norm
@@ -265,17 +281,6 @@ def whatif_device_model(
             f"; the model prices the replaced kernels at {ratio:.0%} of their measured time, so the estimate "
             "inherits that calibration gap"
         )
-    result = WhatIf(
-        method="device-model" if k else "none",
-        device=label,
-        assumption=assumption,
-        span_us=round(span_us, 3),
-        total_saving_us=round(total, 3),
-        span_after_us=round(span_us - total, 3),
-        saving_share=round(total / span_us, 4) if span_us else 0.0,
-        decode_ms_per_token_before=None,
-        decode_ms_per_token_after=None,
-        steps=[],
-    )
+    result = profile_whatif("device-model" if k else "none", label, assumption, span_us, total)
     saving[~np.isin(np.array(cols["kind"], dtype=object), list(OPPORTUNITY_KINDS))] = 0.0
     return _with_estimates(findings, fused, saving), result

@@ -29,7 +29,7 @@ import pyarrow as pa
 from atbprof.analyze.launched import LaunchIndex
 from atbprof.analyze.patterns import OPPORTUNITY_KINDS
 from atbprof.analyze.report import WhatIf
-from atbprof.analyze.whatif import _with_estimates, counted, framework_savings
+from atbprof.analyze.whatif import _with_estimates, counted, framework_savings, profile_whatif
 
 TRACE = (
     "measured from the trace (the device is {device}, which atbprof has no device model of): each framework-level "
@@ -94,16 +94,5 @@ def whatif_from_trace(findings: pa.Table, ops: pa.Table, span_us: float, device:
     use = counted(findings) & ~np.isnan(saving)
     total = float(np.nansum(saving[use])) / 1e3
     estimated = bool(use.any())
-    result = WhatIf(
-        method="trace" if estimated else "none",
-        device=device,
-        assumption=TRACE.format(device=device),
-        span_us=round(span_us, 3),
-        total_saving_us=round(total, 3),
-        span_after_us=round(span_us - total, 3),
-        saving_share=round(total / span_us, 4) if span_us else 0.0,
-        decode_ms_per_token_before=None,
-        decode_ms_per_token_after=None,
-        steps=[],
-    )
+    result = profile_whatif("trace" if estimated else "none", device, TRACE.format(device=device), span_us, total)
     return _with_estimates(findings, np.full(k, np.nan), saving), result
