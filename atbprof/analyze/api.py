@@ -319,10 +319,21 @@ def analyze(
         timeline_view = OpView.build(timeline)
         notes.append("no device kernels in this profile: the breakdown covers the top-level framework ops (host)")
     breakdown = attribute(
-        timeline, profile.steps, found, patterns, top, latency, view=timeline_view, frames=profile.step_frames
+        timeline,
+        profile.steps,
+        found,
+        patterns,
+        top,
+        latency,
+        view=timeline_view,
+        frames=profile.step_frames,
+        host_calls=profile.host_calls,
+        framework=profile.framework,
     )
     if timeline is not ops:  # host ops only: no tokens, no per-token figures
         breakdown = breakdown.model_copy(update={"step_kind": "host"})
+    if breakdown.steps_from == "iteration" and isinstance(rule := meta.get("steps_from"), str):
+        breakdown = breakdown.model_copy(update={"steps_rule": rule})
     cfg = run_config(meta) if ours else None
     summary = meta.get("summary")
     if not whatif:

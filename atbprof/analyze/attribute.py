@@ -13,10 +13,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from atbprof.analyze.categories import CATEGORY_NAMES, ROLES_RULE, by_blocks, by_roles, norm_symbols
-from atbprof.analyze.charges import charge, has_launches
+from atbprof.analyze.categories import CATEGORY_NAMES, ROLES_RULE, by_roles, categorise, norm_symbols
+from atbprof.analyze.charges import Charges, charge, has_launches
+from atbprof.analyze.idle_causes import IDLE_CAUSES, host_ops_of, split_idle
 from atbprof.analyze.patterns import PatternSet
-from atbprof.analyze.report import Breakdown, Idle, NormCost, OutsideSteps, PhaseBreakdown, Row, TrainingPhase
+from atbprof.analyze.report import (
+    IDLE_PREFIX,
+    Breakdown,
+    Idle,
+    NormCost,
+    OutsideSteps,
+    PhaseBreakdown,
+    Row,
+    TrainingPhase,
+)
 from atbprof.analyze.training import TRAINING_PHASES, training_phases
 from atbprof.analyze.view import OpView, has_values
 
@@ -99,6 +109,33 @@ class _Sums:
         return rows
 
 
+def _idle_causes(
+    ch: Charges, overhead: np.ndarray, host_calls: pa.Table | None, framework: pa.Table | None
+) -> np.ndarray | None:
+    """(frames, 4) ns of each frame's uncharged time per cause (IDLE_CAUSES); None for runs of ours. What the
+    intervals miss of a frame's overhead (clipping at the frame's edges) is unexplained, so a frame's causes add
+    up to its overhead exactly."""
+    if ch.framed_by == "run":
+        return None
+    found = ch.idle_intervals()
+    if found is None:
+        return None
+    lo, hi, frame = found
+    split = split_idle(lo, hi, host_calls, host_ops_of(framework)).astype(np.float64)
+    out = np.zeros((len(overhead), len(IDLE_CAUSES)))
+    np.add.at(out, frame, split)
+    out[:, -1] += overhead - out.sum(axis=1)
+    return out
+
+
+def _cause_rows(per_cause: np.ndarray, span: float, steps: int) -> list[Row]:
+    return [
+        _row(IDLE_PREFIX + name, 0, 0.0, float(v), span, steps)
+        for name, v in zip(IDLE_CAUSES, per_cause.tolist(), strict=True)
+        if abs(v) >= 0.5
+    ]
+
+
 def _row(name: str, count: int, device_ns: float, charged_ns: float, span_ns: float, steps: int) -> Row:
     return Row(
         name=name,
@@ -119,10 +156,14 @@ def attribute(
     launch_latency_ns: int = 0,
     view: OpView | None = None,
     frames: pa.Table | None = None,
+    host_calls: pa.Table | None = None,
+    framework: pa.Table | None = None,
 ) -> Breakdown:
     """The breakdown of `ops` (OPS_SCHEMA); `steps` (STEPS_SCHEMA, runs of ours) frames each step with its host
     lead-in and sync, else `frames` (STEP_FRAMES_SCHEMA: a profile's ProfilerStep ranges) do; `findings`
-    (FINDINGS_SCHEMA) name the norm-related ops of profiles without roles."""
+    (FINDINGS_SCHEMA) name the norm-related ops of profiles without roles. In a profile the step time no op is
+    charged is split by cause (idle_causes.py) from `host_calls` (HOST_CALLS_SCHEMA) and the top-level ops of
+    `framework`; in a run of ours it is the step's host lead-in and token sync, seed 000's `other`."""
     view = view or OpView.build(ops)
     n = len(view)
     has_roles = has_values(ops, "role")
@@ -130,7 +171,7 @@ def attribute(
     if has_roles:
         category, heuristic = by_roles(view), ROLES_RULE
     else:
-        category, heuristic = by_blocks(view, patterns, findings)
+        category, heuristic = categorise(view, patterns, findings, host_calls, framework)
     ch = charge(view, steps, frames, launch_latency_ns)
     order, gap, prev_end, charged = ch.order, ch.gap, ch.prev_end, ch.charged
 
@@ -157,16 +198,30 @@ def attribute(
     frame_steps = np.bincount(frame_phase, minlength=n_phase)
     frame_wall = np.bincount(frame_phase, weights=wall, minlength=n_phase)
     frame_over = np.bincount(frame_phase, weights=overhead, minlength=n_phase)
+    causes = _idle_causes(ch, overhead, host_calls, framework) if n else None
+    cause_sums = (
+        np.stack([np.bincount(frame_phase, weights=causes[:, k], minlength=n_phase) for k in range(len(IDLE_CAUSES))])
+        if causes is not None
+        else None
+    )
     phases = []
     for ph in phases_order:
         c = phase_names.index(ph)
         n_steps, span = int(frame_steps[c]), float(frame_wall[c])
         by_name = {r.name: r for r in cat_sums.rows(c, list(CATEGORY_NAMES), span, n_steps)}
-        other = by_name.get("other") or _row("other", 0, 0.0, 0.0, span, n_steps)
-        by_name["other"] = _row(
-            "other", other.count, other.device_us * 1e3, other.charged_us * 1e3 + float(frame_over[c]), span, n_steps
-        )
+        if cause_sums is None:  # runs of ours: the host lead-in and token sync are seed 000's `other`
+            other = by_name.get("other") or _row("other", 0, 0.0, 0.0, span, n_steps)
+            by_name["other"] = _row(
+                "other",
+                other.count,
+                other.device_us * 1e3,
+                other.charged_us * 1e3 + float(frame_over[c]),
+                span,
+                n_steps,
+            )
         cats = [by_name[k] for k in CATEGORY_NAMES if k in by_name]
+        if cause_sums is not None:
+            cats += _cause_rows(cause_sums[:, c], span, n_steps)
         kern, wait = float(norm_kernel[c]), float(norm_wait[c])
         total = kern + wait
         phases.append(
@@ -207,10 +262,11 @@ def attribute(
     # the step time no kernel is charged (host lead-in, sync, unexplained idle) is a row of each table, so every
     # table adds up to the span, as the category rows do (it is in their `other`)
     unowned = float(frame_over[sc]) if n else 0.0
+    scope_causes = _cause_rows(cause_sums[:, sc], s_span, s_steps) if cause_sums is not None else []
     if unowned > 0:
-        idle_row = _row(NO_DEVICE_OP, 0, 0.0, unowned, s_span, s_steps)
-        by_type, by_bound = [*by_type, idle_row], [*by_bound, idle_row]
-        by_layer = [*by_layer, idle_row] if by_layer else by_layer
+        idle_rows = scope_causes or [_row(NO_DEVICE_OP, 0, 0.0, unowned, s_span, s_steps)]
+        by_type, by_bound = [*by_type, *idle_rows], [*by_bound, *idle_rows]
+        by_layer = [*by_layer, *idle_rows] if by_layer else by_layer
     # idle: waiting for a launch (the op's launch had not reached the device when the device became free) vs other
     in_gap = (op_phase == sc) & (gap > 0)
     if has_launch:
@@ -250,6 +306,7 @@ def attribute(
         frame_us=round(float(frame_over[sc]) / 1e3, 3) if n else 0.0,
         classified_by=classified,
         waited_for=waited_rows,
+        causes=scope_causes,
     )
     training = training_phases(view, patterns)
     train_rows: list[TrainingPhase] = []

@@ -14,9 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.analyze.detect import first_tensor
+from atbprof.analyze.module_roles import MODULE_RULE, by_modules
 from atbprof.analyze.patterns import PatternSet
 from atbprof.analyze.training import ops_matching, training_phases
-from atbprof.analyze.view import OpView
+from atbprof.analyze.view import OpView, int_column
 from atbprof.sim.categories import CATEGORIES
 
 CATEGORY_NAMES = ("attention", "ffn", "other", "communication", "memory")
@@ -28,7 +29,8 @@ ROLES_RULE = (
 )
 HEURISTIC = (
     "no roles in this profile, so blocks were inferred per stream: a block starts at each norm over the hidden "
-    "width ({hidden}; q/k norms inside attention do not start one) and keeps the residual Add before the next norm; "
+    "width ({hidden}; q/k norms inside attention do not start one; a framework-level norm chain starts one at the "
+    "first kernel it launched) and keeps the residual Add before the next norm; "
     "a block with an attention kernel (FlashAttention, softmax, BatchMatMul, RoPE, KV-cache write) is Attention, a "
     "block with MatMuls right after an Attention block is FFN, everything else (embedding, LM head, optimizer) is "
     "other; communication kernels are their own row, as are device copies and fills (memory)"
@@ -65,11 +67,62 @@ def _widths(view: OpView, column: str, positions: np.ndarray) -> np.ndarray:
     return per_name[codes[positions]]
 
 
-def by_blocks(view: OpView, patterns: PatternSet, findings: pa.Table) -> tuple[np.ndarray, str]:
+def _kinds(view: OpView, patterns: PatternSet) -> np.ndarray:
+    kinds = np.array([patterns.category_of(t) or "" for t in view.type_names] + [""], dtype=object)
+    return kinds[view.type_codes]
+
+
+def categorise(
+    view: OpView,
+    patterns: PatternSet,
+    findings: pa.Table,
+    host_calls: pa.Table | None = None,
+    framework: pa.Table | None = None,
+) -> tuple[np.ndarray, str]:
+    """Category codes (view order) of a profile without roles, and the rule as a sentence: from the module calls
+    that launched each kernel where the profile records them (module_roles.py), else blocks cut at the norms."""
+    codes = by_modules(view, host_calls, CATEGORY_NAMES)
+    if codes is None:
+        return by_blocks(view, patterns, findings, framework)
+    cat_of_op = _kinds(view, patterns)
+    codes[cat_of_op == "communication"] = CATEGORY_NAMES.index("communication")
+    codes[cat_of_op == "memory"] = CATEGORY_NAMES.index("memory")
+    return codes, MODULE_RULE
+
+
+def _framework_chain_starts(findings: pa.Table, framework: pa.Table | None, view: OpView) -> np.ndarray:
+    """op_index of the first kernel each framework-level decomposed norm chain launched (a Hugging Face eager
+    RMSNorm is aten::pow / mean / add / rsqrt / mul calls: its kernels are elementwise ones no kernel pattern
+    names)."""
+    if framework is None or not framework.num_rows:
+        return np.zeros(0, np.int64)
+    rows = findings.filter(pc.equal(findings.column("level"), "framework"))
+    firsts = [
+        ix[0]
+        for ix, kind in zip(rows.column("op_indices").to_pylist(), rows.column("kind").to_pylist(), strict=True)
+        if kind.startswith("decomposed") and ix
+    ]
+    launch = view.ints("host_launch_start_ns")
+    if not firsts or not (launch >= 0).any():
+        return np.zeros(0, np.int64)
+    index = int_column(framework, "index", 0)
+    by_index = np.argsort(index, kind="stable")
+    pos = by_index[np.clip(np.searchsorted(index[by_index], firsts), 0, len(index) - 1)]
+    pos = pos[index[pos] == np.asarray(firsts)]
+    call_start = int_column(framework, "start_ns", 0)[pos]
+    known = np.flatnonzero(launch >= 0)
+    order = known[np.argsort(launch[known], kind="stable")]
+    at = np.searchsorted(launch[order], call_start, side="left")
+    at = at[at < len(order)]
+    return view.op_index[order[at]]
+
+
+def by_blocks(
+    view: OpView, patterns: PatternSet, findings: pa.Table, framework: pa.Table | None = None
+) -> tuple[np.ndarray, str]:
     """Category codes (view order) for a profile without roles, and the heuristic as a sentence."""
     n = len(view)
-    kinds = np.array([patterns.category_of(t) or "" for t in view.type_names] + [""], dtype=object)
-    cat_of_op = kinds[view.type_codes]
+    cat_of_op = _kinds(view, patterns)
     attention = cat_of_op == "attention"
     matmul = cat_of_op == "matmul"
     comm = cat_of_op == "communication"
@@ -80,6 +133,8 @@ def by_blocks(view: OpView, patterns: PatternSet, findings: pa.Table) -> tuple[n
     decomposed = [k.startswith("decomposed") for k in kernel_rows.column("kind").to_pylist()]
     chain_starts = [ix[0] for ix, d in zip(kernel_rows.column("op_indices").to_pylist(), decomposed, strict=True) if d]
     anchor |= np.isin(view.op_index, np.array(chain_starts, dtype=np.int64))
+    # a framework-level chain starts a block at the first kernel it launched
+    anchor |= np.isin(view.op_index, _framework_chain_starts(findings, framework, view))
     hidden = "unknown"
     mm_widths = _widths(view, "output_shapes", np.flatnonzero(matmul))
     if (mm_widths > 0).any():

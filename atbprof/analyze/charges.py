@@ -9,7 +9,8 @@ is blamed for, and goes to the step's `other`.
 A step's wall is that device span, or for runs of ours the host frame (host start .. token synced) when longer;
 the difference is the step's `overhead` (host lead-in, token sync, unexplained idle).
 
-A profile with ProfilerStep frames (torch / torch_npu) is cut by those frames instead, so its steps partition its
+A profile with ProfilerStep frames (torch / torch_npu), or a serving loop's iterations (importers/kineto_steps.py),
+is cut by those frames instead, so its steps partition its
 timeline: a step is its host frame, and holds the ops that start inside it, whichever step launched them (a GPU that
 lags the host runs step k's kernels during frame k+1); an op is charged only what falls inside its frame (a kernel
 running past the frame's end leaves the rest to the next frame's `other`). Ops outside every frame, and the time
@@ -26,6 +27,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.analyze.view import OpView, dict_codes, has_values, int_column, running_max_in_groups
+
+PARTITIONING_FRAMES = ("ProfilerStep", "iteration")
+"""step_frames kinds that partition a profile's timeline: ProfilerStep#N host frames, and a serving loop's
+iterations (device-time windows, importers/kineto_steps.py)."""
 
 
 @dataclass(frozen=True)
@@ -45,10 +50,43 @@ class Charges:
     device_span: np.ndarray  # int ns
     wall: np.ndarray  # float ns
     phase_names: list[str]
-    framed_by: str = "ops"  # "ops" (a step = its ops' span), "run" (our host frames), "ProfilerStep" (partition)
+    framed_by: str = "ops"  # "ops" (a step = its ops' span), "run" (our host frames), "ProfilerStep" / "iteration"
+    # (frames that partition the timeline)
     outside_ns: float = 0.0  # timeline outside every step (ProfilerStep profiles: before, between, after frames)
     outside_ops: int = 0  # ops that start outside every step
     empty_frames: int = 0  # ProfilerStep frames with no device op in them (their time is in `outside_ns`)
+    covered_lo: np.ndarray | None = None  # per op: the timeline interval its charge covers (int ns)
+    covered_hi: np.ndarray | None = None
+    frame_lo: np.ndarray | None = None  # per frame: its window on the device timeline (None: runs of ours)
+    frame_hi: np.ndarray | None = None
+
+    def idle_intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(lo, hi, frame) of every stretch of a frame's window no op's charge covers - the frames' `overhead`,
+        as intervals; None where the windows are not device time (runs of ours: host frames)."""
+        if self.covered_lo is None or self.covered_hi is None or self.frame_lo is None or self.frame_hi is None:
+            return None
+        n = len(self.covered_lo)
+        frame = self.frame_of_op
+        first = np.zeros(n, dtype=bool)
+        first[self.frame_starts[self.frame_starts < n]] = True
+        hi = self.covered_hi
+        prev_hi = np.empty(n, np.int64)
+        if n:
+            prev_hi[1:] = running_max_in_groups(hi, first)[:-1]
+            prev_hi[first] = self.frame_lo[frame[first]]
+        before_lo = np.maximum(prev_hi, self.frame_lo[frame]) if n else prev_hi
+        last = np.append(self.frame_starts[1:], n) - 1
+        has_ops = last >= self.frame_starts
+        tail_lo = np.full(len(self.frame_lo), 0, np.int64)
+        if n:
+            reach = running_max_in_groups(hi, first)
+            tail_lo[has_ops] = reach[last[has_ops]]
+        tail_lo = np.where(has_ops, np.maximum(tail_lo, self.frame_lo), self.frame_lo)
+        lo = np.concatenate([before_lo, tail_lo])
+        up = np.concatenate([np.minimum(self.covered_lo, self.frame_hi[frame]) if n else prev_hi, self.frame_hi])
+        fr = np.concatenate([frame, np.arange(len(self.frame_lo))])
+        keep = up > lo
+        return lo[keep], up[keep], fr[keep]
 
     def tl(self, view_order: np.ndarray) -> np.ndarray:
         """A per-op array in view order, in timeline order."""
@@ -132,9 +170,10 @@ def charge(
     n = len(view)
     launch = _launches(view, launch_latency_ns) if use_launches else None
     if steps is None and frames is not None:
-        host = frames.filter(pc.equal(frames.column("frame"), "ProfilerStep"))
+        host = frames.filter(pc.is_in(frames.column("frame"), pa.array(PARTITIONING_FRAMES)))
         if host.num_rows:
-            return _partition(view, host, launch)
+            kinds = set(host.column("frame").to_pylist())
+            return _partition(view, host, launch, "ProfilerStep" if "ProfilerStep" in kinds else "iteration")
     order, gap, prev_end, charged_i = _timeline(view)
 
     def tl(a: np.ndarray) -> np.ndarray:
@@ -167,6 +206,8 @@ def charge(
             s_codes, phase_names = dict_codes(steps.column("phase"))
             frame_phase = s_codes[at]
     op_phase = np.repeat(frame_phase, np.diff(np.append(frame_starts, n))) if n else np.zeros(0, np.int64)
+    covered_hi = np.maximum(end, prev_end)
+    ours = steps is not None and steps.num_rows
     return Charges(
         order=order,
         step=step,
@@ -181,7 +222,11 @@ def charge(
         device_span=device_span,
         wall=wall,
         phase_names=phase_names,
-        framed_by="run" if steps is not None and steps.num_rows else "ops",
+        framed_by="run" if ours else "ops",
+        covered_lo=covered_hi - charged_i.astype(np.int64),
+        covered_hi=covered_hi,
+        frame_lo=None if ours else start[frame_starts],
+        frame_hi=None if ours else start[frame_starts] + device_span,
     )
 
 
@@ -198,7 +243,7 @@ def _windows(frames: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return step, start, end
 
 
-def _partition(view: OpView, frames: pa.Table, launch: np.ndarray | None) -> Charges:
+def _partition(view: OpView, frames: pa.Table, launch: np.ndarray | None, framed_by: str) -> Charges:
     """Charges of a profile cut by its ProfilerStep frames (see the module docstring); `launch` as `_launches`."""
     w_step, w_start, w_end = _windows(frames)
     order_all = np.lexsort((view.op_index, view.start))
@@ -255,8 +300,12 @@ def _partition(view: OpView, frames: pa.Table, launch: np.ndarray | None) -> Cha
         device_span=device_span,
         wall=wall,
         phase_names=phase_names,
-        framed_by="ProfilerStep",
+        framed_by=framed_by,
         outside_ns=max(float(extent[1] - extent[0]) - float(wall.sum()), 0.0),
         outside_ops=int(len(start) - len(keep)),
         empty_frames=int(len(w_step) - len(frame_windows)),
+        covered_lo=lo[keep],
+        covered_hi=np.maximum(hi, lo)[keep],
+        frame_lo=w_start[frame_windows] if len(keep) else None,
+        frame_hi=w_end[frame_windows] if len(keep) else None,
     )

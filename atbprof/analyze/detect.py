@@ -17,6 +17,7 @@ import pyarrow as pa
 from atbprof.analyze.patterns import OTHER, SEPARATOR, CompiledLevel, CompiledPattern, PatternSet
 from atbprof.analyze.report import FINDINGS_SCHEMA
 from atbprof.analyze.view import OpView, dict_codes, has_values, int_column
+from atbprof.importers.optypes import ELEMENTWISE_WRAPPERS, kernel_functor
 
 EVIDENCE_SEQUENCE = "op-type sequence on one stream"
 EVIDENCE_EDGE = "data edge in the run's graph"
@@ -59,7 +60,7 @@ def scan(level: CompiledLevel, view: OpView) -> list[tuple[CompiledPattern, np.n
     patterns."""
     n = len(view)
     lut = np.append(level.lookup(view.type_names), np.uint8(OTHER))  # code -1 (null type) -> other
-    symbols = lut[view.type_codes]
+    symbols = _functor_symbols(level, view, lut[view.type_codes])
     sep_at = np.flatnonzero(view.group_first[1:]) + 1
     subject = np.insert(symbols, sep_at, np.uint8(SEPARATOR))
     pos_of = np.insert(np.arange(n, dtype=np.int64), sep_at, -1)
@@ -83,6 +84,30 @@ def scan(level: CompiledLevel, view: OpView) -> list[tuple[CompiledPattern, np.n
             out.append((cp, first[ok], last[ok] + 1))
         else:
             out.append((cp, np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    return out
+
+
+def _functor_symbols(level: CompiledLevel, view: OpView, symbols: np.ndarray) -> np.ndarray:
+    """`symbols`, with PyTorch's generic elementwise / reduce kernels classed by the aten op their name carries
+    (optypes.kernel_functor: `reduce_kernel<…MeanOps…>` is a mean), so a chain seen only as kernels - a decode
+    replayed from a graph, a trace without framework ops - is found like its aten calls are."""
+    generic = [i for i, t in enumerate(view.type_names) if t in ELEMENTWISE_WRAPPERS]
+    if not generic:
+        return symbols
+    at = np.flatnonzero(np.isin(view.type_codes, np.array(generic, np.int64)))
+    name_codes, names = view.codes("op_name")
+    used = np.unique(name_codes[at])
+    used = used[used >= 0]
+    if not len(used):
+        return symbols
+    functors = [kernel_functor(names[c]) or "" for c in used.tolist()]
+    found = np.array([bool(f) for f in functors], bool)
+    classes = np.where(found, level.lookup(functors), np.uint8(OTHER)).astype(np.uint8)
+    per_name = np.full(len(names) + 1, np.uint8(OTHER), np.uint8)
+    per_name[used] = classes
+    named = per_name[name_codes[at]]
+    out = symbols.copy()
+    out[at] = np.where(named != OTHER, named, symbols[at])
     return out
 
 

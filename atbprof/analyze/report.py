@@ -153,6 +153,10 @@ class NormCost(_M):
     ops: int
 
 
+IDLE_PREFIX = "idle: "
+"""Rows of a profile's step time no op is charged start with this (idle: synchronisation, ...: idle_causes.py)."""
+
+
 class Idle(_M):
     """Device idle time, HTA-style: waiting for the next launch (charged to the op waited for) vs other gaps."""
 
@@ -161,6 +165,12 @@ class Idle(_M):
     frame_us: float = Field(description="step lead-in and token sync around the device work (runs of ours)")
     classified_by: str
     waited_for: list[Row]
+    causes: list[Row] = Field(
+        default_factory=list,
+        description="profiles: the step time no op is charged, by what the host was doing (`idle: synchronisation`, "
+        "`idle: graph/launch`, `idle: host dispatch`, `idle: unexplained`); the same rows end the category, op "
+        "type, layer and bound tables. Empty for runs of ours (that time is `other`: host lead-in, token sync)",
+    )
 
 
 class PhaseBreakdown(_M):
@@ -192,8 +202,12 @@ class Breakdown(_M):
     span_us: float = Field(description="measured span of the whole profile's steps (sum over phases)")
     steps_from: str = Field(
         default="ops",
-        description="what a step is: ProfilerStep (the host frames, which partition the timeline), run (atbprof "
-        "host frames), ops (the span of the ops a step id names)",
+        description="what a step is: ProfilerStep (the host frames, which partition the timeline), iteration (a "
+        "serving loop's iterations, cut on the device timeline; `steps_rule` says how they were found), run "
+        "(atbprof host frames), ops (the span of the ops a step id names)",
+    )
+    steps_rule: str | None = Field(
+        default=None, description="for iteration steps: what found them (a framework range, graph launches, idle gaps)"
     )
     outside_steps: OutsideSteps = Field(default_factory=lambda: OutsideSteps(us=0.0, ops=0, empty_frames=0))
     step_kind: str = Field(

@@ -164,10 +164,11 @@ def profile_whatif(method: str, device: str | None, assumption: str, span_us: fl
     )
 
 
-def framework_savings(findings: pa.Table) -> np.ndarray:
+def framework_savings(findings: pa.Table, level: str = "framework") -> np.ndarray:
     """Per finding, what fusing a framework-level chain saves in host time (NaN on other rows): a fused call costs
     about its longest member, its other calls go, and the waits between them; an Add in front of a decomposed norm
-    (found at the same level) and the norm's fused call become one call (the chain's own saving counts the rest)."""
+    (found at the same level) and the norm's fused call become one call (the chain's own saving counts the rest).
+    `level="kernel"`: the same for kernel-level chains, in device time (kernels and the idle between them)."""
     k = findings.num_rows
     out = np.full(k, np.nan)
     kinds = findings.column("kind").to_pylist()
@@ -181,7 +182,7 @@ def framework_savings(findings: pa.Table) -> np.ndarray:
         (str(levels[i]), ix[0]): i for i, ix in enumerate(members) if str(kinds[i]).startswith("decomposed") and ix
     }
     for i in range(k):
-        if levels[i] != "framework" or kinds[i] not in OPPORTUNITY_KINDS:
+        if levels[i] != level or kinds[i] not in OPPORTUNITY_KINDS:
             continue
         chain = chain_at.get((str(levels[i]), members[i][-1])) if kinds[i] == "add_norm" and members[i] else None
         if chain is None:

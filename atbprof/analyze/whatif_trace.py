@@ -17,8 +17,16 @@ So saving = min(host saving + host ahead, device idle during the chain + the cha
 kernel). On a host-bound trace (Hugging Face eager decode) the host side decides; on a device-bound one (kernels
 queued behind each other) the device side does.
 The estimate is of the profiled run: the profiler's own per-call cost is part of the host time it removes, so an
-unprofiled run saves less where it is host-bound (say so). Kernel-level findings are not priced: that would need a
-device model of this device. Pure: tables in, tables out.
+unprofiled run saves less where it is host-bound (say so).
+
+A kernel-level finding (a chain seen only as kernels: a decode replayed from a graph, a trace without framework
+ops) is priced the same way from its kernels: the device gives the chain's kernels beyond its longest plus the idle
+between them; the host gives the span from the chain's first launch to its last launch's end less one launch
+call (the launches and the framework work between them), plus the time it was ahead of the device (the shortest
+queue wait of the chain's kernels) - a graph replay launches the chain at once and is far ahead, so the device
+side decides. The total
+counts framework-level chains where the profile has them (their host time is what a host-bound eager run loses)
+and kernel-level ones otherwise. Pure: tables in, tables out.
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ TRACE = (
     "longest; the step gets shorter by the smaller of what the host gives (the calls and waits removed, plus the "
     "time it was ahead of the device) and what the device gives (the kernels removed, plus the time it sat idle "
     "waiting for the host); this is the saving of the profiled run: the profiler's own per-call overhead is "
-    "in the host time removed, so an unprofiled, host-bound run saves less; kernel-level findings are not priced"
+    "in the host time removed, so an unprofiled, host-bound run saves less; a chain seen only as kernels saves its "
+    "kernels beyond the longest and the idle between them, capped by the host time between its launches"
 )
 
 
@@ -63,6 +72,37 @@ def _busy_before(t: np.ndarray, merged: tuple[np.ndarray, np.ndarray]) -> np.nda
     inside = np.where(k >= 0, np.minimum(t, m_end[np.clip(k, 0, None)]) - m_start[np.clip(k, 0, None)], 0)
     done_before = np.where(k >= 1, cum[np.clip(k - 1, 0, None)], 0)
     return np.where(k >= 0, done_before + np.maximum(inside, 0), 0)
+
+
+def _counted(findings: pa.Table, framework: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Framework-level chains where there are any (the host time a host-bound eager run loses is theirs), else the
+    kernel-level ones: one level, so a chain found at both is counted once."""
+    return framework if framework.any() else kernel & counted(findings)
+
+
+def _kernel_savings(findings: pa.Table, ops: pa.Table) -> np.ndarray:
+    """Per kernel-level finding: min(device side, host side) as the module docstring says; NaN elsewhere."""
+    device = framework_savings(findings, level="kernel")
+    k = findings.num_rows
+    index = ops.column("op_index").to_numpy(zero_copy_only=False).astype(np.int64)
+    by_index = np.argsort(index, kind="stable")
+    start = ops.column("task_start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+    launch = ops.column("host_launch_start_ns")
+    known = np.asarray(launch.is_valid().to_numpy(zero_copy_only=False), bool)
+    at = launch.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    cost = ops.column("host_launch_dur_ns").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    queued = np.maximum(start - (at + cost), 0).astype(float)
+    host = np.full(k, np.inf)  # no launch records: the device decides
+    for i, members in enumerate(findings.column("op_indices").to_pylist()):
+        if np.isnan(device[i]) or not members:
+            continue
+        pos = by_index[np.clip(np.searchsorted(index[by_index], members), 0, len(index) - 1)]
+        if known[pos].all():
+            # the host's time from the chain's first launch to its last launch's end: the calls and the framework
+            # work between them (a graph replay launches them all at once: nothing)
+            host_span = float((at[pos] + cost[pos]).max() - at[pos].min())
+            host[i] = max(host_span - float(cost[pos].max()), 0.0) + float(queued[pos].min())
+    return np.minimum(device, host)
 
 
 def whatif_from_trace(findings: pa.Table, ops: pa.Table, span_us: float, device: str) -> tuple[pa.Table, WhatIf]:
@@ -91,7 +131,11 @@ def whatif_from_trace(findings: pa.Table, ops: pa.Table, span_us: float, device:
         saving[framework] = np.minimum(host_side[framework], device_side[framework])
     elif framework.any():  # no device kernels (a CPU-only trace): the host decides
         saving[framework] = host[framework]
-    use = counted(findings) & ~np.isnan(saving)
+    levels = findings.column("level").to_pylist()
+    kernel_rows = np.array([kinds[i] in OPPORTUNITY_KINDS and levels[i] == "kernel" for i in range(k)], bool)
+    if kernel_rows.any() and ops.num_rows:
+        saving[kernel_rows] = _kernel_savings(findings, ops)[kernel_rows]
+    use = _counted(findings, framework, kernel_rows) & ~np.isnan(saving)
     total = float(np.nansum(saving[use])) / 1e3
     estimated = bool(use.any())
     result = profile_whatif("trace" if estimated else "none", device, TRACE.format(device=device), span_us, total)

@@ -75,13 +75,15 @@ class Side:
 
 def step_frames_of(profile: Profile) -> str:
     """The step definition a profile can support: run (atbprof host frames), ProfilerStep (host frames of torch /
-    torch_npu), or ops (a step is the span of the kernels its step id names)."""
+    torch_npu), iteration (a serving loop's, importers/kineto_steps.py), or ops (a step is the span of the kernels
+    its step id names)."""
     if profile.steps is not None and profile.steps.num_rows:
         return "run"
     frames = profile.step_frames
-    if frames is not None and "ProfilerStep" in set(frames.column("frame").to_pylist()):
+    kinds = set(frames.column("frame").to_pylist()) if frames is not None else set()
+    if "ProfilerStep" in kinds:
         return "ProfilerStep"
-    return "ops"
+    return "iteration" if "iteration" in kinds else "ops"
 
 
 def common_step_definition(a: Profile, b: Profile) -> str:
@@ -89,7 +91,7 @@ def common_step_definition(a: Profile, b: Profile) -> str:
     span of each step's kernels - a kernel_details.csv against the trace_view.json of the same capture compares
     like with like, and shows no change."""
     kinds = {step_frames_of(a), step_frames_of(b)}
-    return "host frames" if kinds <= {"run", "ProfilerStep"} else "ops"
+    return "host frames" if kinds <= {"run", "ProfilerStep", "iteration"} else "ops"
 
 
 def measure(

@@ -189,7 +189,11 @@ def _merge_slices(traces: list[AscendTrace], files: list[Path]) -> AscendTrace:
             input_shapes=[s for f in frameworks for s in f.input_shapes],
         )
     merged_steps = (
-        RawSteps(*(np.concatenate([getattr(s, k) for s in steps]) for k in ("step", "start_ns", "dur_ns")))
+        RawSteps(
+            np.concatenate([s.step for s in steps]),
+            np.concatenate([s.start_ns for s in steps]),
+            np.concatenate([s.dur_ns for s in steps]),
+        )
         if steps
         else None
     )

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from atbprof.importers.base import FRAMEWORK_SCHEMA, STEP_FRAMES_SCHEMA, Profile
+from atbprof.importers.base import FRAMEWORK_SCHEMA, HOST_CALLS_SCHEMA, STEP_FRAMES_SCHEMA, Profile
 from atbprof.importers.native import native
 from atbprof.importers.sanity import check_spans, check_task_times
 from atbprof.optable.schema import OPS_SCHEMA
@@ -57,12 +57,24 @@ class RawFramework:
 
 
 @dataclass
+class RawHostCalls:
+    """Runtime calls of the host (HOST_CALLS_SCHEMA kinds), absolute times."""
+
+    kind: list[str]
+    name: pa.Array
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+
+
+@dataclass
 class RawSteps:
-    """ProfilerStep#N frames, absolute times (duplicates of one N are merged)."""
+    """ProfilerStep#N frames, absolute times (duplicates of one N are merged); `kind` is the step_frames `frame`
+    they become (ProfilerStep, or iteration: a serving loop's, importers/kineto_steps.py)."""
 
     step: np.ndarray
     start_ns: np.ndarray
     dur_ns: np.ndarray
+    kind: str = "ProfilerStep"
 
     def merged(self) -> RawSteps:
         if len(self.step) == 0:
@@ -73,7 +85,7 @@ class RawSteps:
         np.minimum.at(start, inverse, self.start_ns)
         np.maximum.at(end, inverse, self.start_ns + self.dur_ns)
         order = np.argsort(start, kind="stable")
-        return RawSteps(uniq[order], start[order], (end - start)[order])
+        return RawSteps(uniq[order], start[order], (end - start)[order], self.kind)
 
     def step_at(self, times: np.ndarray) -> np.ndarray:
         """The step whose frame contains each time (-1: none). Frames are taken as non-overlapping."""
@@ -95,6 +107,7 @@ def assemble(
     profiler_steps: RawSteps | None = None,
     first_event_ns: int | None = None,
     meta: dict[str, object] | None = None,
+    host_calls: RawHostCalls | None = None,
 ) -> Profile:
     meta = dict(meta or {})
     ops, framework, profiler_steps, notes = _sane(ops, framework, profiler_steps, source)
@@ -106,7 +119,18 @@ def assemble(
     ops_table = _ops_table(ops, profiler_steps, origin)
     fw_table = _framework_table(framework, profiler_steps, origin) if framework is not None else None
     frames = _step_frames(ops_table, profiler_steps, origin)
-    return Profile(kind, source, ops_table, fw_table, None, meta, frames)
+    calls = None
+    if host_calls is not None and len(host_calls.start_ns):
+        calls = pa.Table.from_arrays(
+            [
+                pa.array(host_calls.kind, pa.string()),
+                host_calls.name,
+                pa.array(host_calls.start_ns - origin, pa.int64()),
+                pa.array(np.maximum(host_calls.dur_ns, 0), pa.int64()),
+            ],
+            schema=HOST_CALLS_SCHEMA,
+        )
+    return Profile(kind, source, ops_table, fw_table, None, meta, frames, calls)
 
 
 def _sane(
@@ -126,7 +150,7 @@ def _sane(
     if steps is not None:
         st_keep, st_notes = check_spans(steps.start_ns, steps.dur_ns, "profiler step")
         if st_notes:
-            steps = RawSteps(steps.step[st_keep], steps.start_ns[st_keep], steps.dur_ns[st_keep])
+            steps = RawSteps(steps.step[st_keep], steps.start_ns[st_keep], steps.dur_ns[st_keep], steps.kind)
             notes += st_notes
     return ops, framework, steps, notes
 
@@ -348,7 +372,7 @@ def _step_frames(ops: pa.Table, steps: RawSteps | None, origin: int) -> pa.Table
             frames.step.tolist(), frames.start_ns.tolist(), frames.dur_ns.tolist(), strict=True
         ):
             n_ops, first, _, _ = counts.get(step, (0, None, 0, 0))
-            rows.append(_frame(step, start - origin, dur, n_ops, first, "ProfilerStep"))
+            rows.append(_frame(step, start - origin, dur, n_ops, first, frames.kind))
             seen.add(step)
     for step, (n_ops, first, lo, hi) in sorted(counts.items()):
         if step not in seen:

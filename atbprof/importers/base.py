@@ -56,6 +56,26 @@ STEP_FRAMES_SCHEMA = pa.schema(
 )
 
 
+HOST_CALLS_SCHEMA = pa.schema(
+    [
+        pa.field(
+            "kind",
+            pa.string(),
+            nullable=False,
+            metadata={
+                "doc": "sync (the host waits for the device: importers/host_calls.yaml) | runtime (launches, "
+                "queries) | python (a Python function the host ran)"
+            },
+        ),
+        pa.field("name", pa.string(), nullable=False, metadata={"doc": "the call or function, as recorded"}),
+        pa.field("start_ns", pa.int64(), nullable=False, metadata={"doc": "relative to the profile start"}),
+        pa.field("dur_ns", pa.int64(), nullable=False),
+    ],
+    metadata={"atbprof.table": "host_calls", "atbprof.schema_version": SCHEMA_VERSION},
+)
+"""The host's runtime calls (Kineto cuda_runtime / cuda_driver), which say why the device sat idle."""
+
+
 @dataclass(frozen=True)
 class Profile:
     kind: str  # atbprof-run | kernel_details | op_summary | ascend_pt | msprof | trace_view | kineto
@@ -65,6 +85,7 @@ class Profile:
     steps: pa.Table | None = None  # STEPS_SCHEMA (our runs) when known
     meta: dict[str, object] = field(default_factory=dict)  # device, run.json summary, profiler level, ...
     step_frames: pa.Table | None = None  # STEP_FRAMES_SCHEMA, any input kind, when steps are known
+    host_calls: pa.Table | None = None  # HOST_CALLS_SCHEMA, where the profile records runtime calls (Kineto)
 
 
 def import_warnings(profile: Profile) -> list[str]:

@@ -155,7 +155,7 @@ def _fast_kineto(path: Path, data: bytes, framework: bool = True) -> Profile | N
 
 
 def _kineto_profile(path: Path, trace: TraceEvents, with_framework: bool = True) -> Profile:
-    ops, framework, steps, first, meta = read_kineto(trace, with_framework)
+    ops, framework, steps, first, meta, calls = read_kineto(trace, with_framework)
     if ops.rows == 0 and (framework is None or len(framework.index) == 0):
         raise InputError(
             f"{path}: a Chrome trace without GPU kernels (cat kernel) or framework ops (cat cpu_op): not a "
@@ -169,6 +169,7 @@ def _kineto_profile(path: Path, trace: TraceEvents, with_framework: bool = True)
         profiler_steps=steps,
         first_event_ns=first,
         meta=meta,
+        host_calls=calls,
     )
 
 

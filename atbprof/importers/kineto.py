@@ -4,7 +4,10 @@
                                            task_type "GPU", stream from args.stream
   cpu_op (old schema: Operator)            framework ops -> framework table (Input Dims -> input_shapes)
   user_annotation / cpu_op ProfilerStep#N  step frames; a kernel's step is the one its launch falls in
-  cuda_runtime / cuda_driver (Runtime)     the launch of a kernel, matched by args.correlation -> host_launch_*
+                                           (none: a serving loop's iterations, kineto_steps.py)
+  cuda_runtime / cuda_driver (Runtime)     the launch of a kernel, matched by args.correlation -> host_launch_*;
+                                           every call -> the host_calls table (sync calls: host_calls.yaml)
+  python_function                          the host_calls table (Python the host ran: why the device idled)
   gpu_memcpy / gpu_memset (Memcpy/Memset)  device copies and fills -> op rows too, task_type MEMCPY / MEMSET, op type
                                            Memcpy HtoD, Memcpy DtoH, Memcpy DtoD, Memset (their own row, not idle)
   mtia_ccp_events                          MTIA device work (pe_exe, merge, remote: task_type MTIA) and dma_request
@@ -18,14 +21,18 @@ one (new schema), else epoch µs; `ts` digits are kept exactly (see trace_events
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import yaml
 
 from atbprof.importers.ascend_json import PROFILER_STEP
-from atbprof.importers.assemble import RawFramework, RawOps, RawSteps
+from atbprof.importers.assemble import RawFramework, RawHostCalls, RawOps, RawSteps
+from atbprof.importers.kineto_steps import find_iterations
 from atbprof.importers.optypes import derive_types, gpu_op_type
 from atbprof.importers.trace_events import TraceEvents, int_arg
 
@@ -41,9 +48,10 @@ _INT32_MAX = 2**31 - 1
 
 def read_kineto(
     trace: TraceEvents, framework: bool = True
-) -> tuple[RawOps, RawFramework | None, RawSteps | None, int | None, dict[str, object]]:
-    """(ops, framework, ProfilerStep frames, first event, meta), absolute ns. `framework=False`: no framework
-    table when the trace has kernels (None), for callers that compare kernels only."""
+) -> tuple[RawOps, RawFramework | None, RawSteps | None, int | None, dict[str, object], RawHostCalls | None]:
+    """(ops, framework, ProfilerStep frames, first event, meta, host runtime calls), absolute ns.
+    `framework=False`: no framework table when the trace has kernels (None), for callers that compare kernels
+    only."""
     top = trace.top or {}
     base = top.get("baseTimeNanoseconds")
     base_ns = base if isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 2**62 else 0
@@ -90,6 +98,15 @@ def read_kineto(
     if steps:
         idx = [i for i, _ in steps]
         frames = RawSteps(np.array([n for _, n in steps], np.int64), ts[idx], trace.dur_ns[idx])
+    elif kernels and ops.step_time_ns is not None:
+        # a serving loop records no ProfilerStep: its iterations, cut on the device timeline (kineto_steps.py)
+        start = np.asarray(ops.columns["task_start_ns"].to_numpy(), np.int64)
+        end = start + np.asarray(ops.columns["task_dur_ns"].to_numpy(), np.int64)
+        found = find_iterations(trace, ts, ops.step_time_ns, start, end)
+        if found is not None:
+            frames = found.frames
+            ops = RawOps(ops.columns, start)  # the windows are device time: an op is in the one it starts in
+            launch_meta["steps_from"] = found.found_by
     timed = trace.timed
     first = int(ts[timed].min()) if timed.any() else None
     meta: dict[str, object] = {
@@ -105,7 +122,22 @@ def read_kineto(
     devices = top.get("deviceProperties")
     if isinstance(devices, list):
         meta["devices"] = [d.get("name") for d in devices if isinstance(d, dict)]
-    return ops, cpu, frames, first, meta
+    calls = None
+    python = np.flatnonzero(complete & trace.where("cat", ("python_function",)) & trace.has_ts & trace.has_dur)
+    if launches or len(python):
+        names = trace.texts("name", launches)
+        sync = np.asarray(pc.is_in(names, pa.array(sorted(sync_calls()))).to_numpy(zero_copy_only=False), bool)
+        rows = np.concatenate([np.array(launches, np.int64), python])
+        kinds = [*np.where(sync, "sync", "runtime").tolist(), *(["python"] * len(python))]
+        calls = RawHostCalls(kinds, trace.texts("name", rows.tolist()), ts[rows], np.maximum(trace.dur_ns[rows], 0))
+    return ops, cpu, frames, first, meta, calls
+
+
+@cache
+def sync_calls() -> frozenset[str]:
+    """host_calls.yaml: the runtime calls during which the host waits for the device."""
+    text = resources.files("atbprof.importers").joinpath("host_calls.yaml").read_text(encoding="utf-8")
+    return frozenset(yaml.safe_load(text)["sync_calls"])
 
 
 def _launches_by_correlation(trace: TraceEvents, launches: list[int], ts: np.ndarray) -> Launches:

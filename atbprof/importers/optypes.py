@@ -147,3 +147,40 @@ def derive_types(names: pa.Array | pa.ChunkedArray, rule: Callable[[str], str]) 
     encoded = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
     types = pa.array([rule(v) if v is not None else "" for v in encoded.dictionary.to_pylist()], pa.string())
     return pc.take(types, encoded.indices)
+
+
+ELEMENTWISE_WRAPPERS = frozenset(
+    {
+        "vectorized_elementwise_kernel",
+        "elementwise_kernel",
+        "unrolled_elementwise_kernel",
+        "elementwise_kernel_manual_unroll",
+        "vectorized_templated_elementwise_kernel",
+        "reduce_kernel",
+    }
+)
+"""PyTorch's generic elementwise / reduction kernels (at::native): one kernel name for every aten op, the op is the
+functor in its template arguments."""
+_FUNCTOR = re.compile(
+    r"[A-Za-z_]\w*?(?:_kernel_cuda|_kernel_impl|_kernel|Functor(?:OnSelf|OnOther)?(?:_\w+)?|Ops|_functor)\b"
+)
+_FUNCTOR_WRAPPERS = frozenset(
+    {"gpu_kernel_impl", "gpu_kernel_impl_nocast", "BinaryFunctor", "UnaryFunctor", "AUnaryFunctor", "BUnaryFunctor"}
+    | ELEMENTWISE_WRAPPERS
+)
+
+
+def kernel_functor(name: str) -> str | None:
+    """The aten op a generic PyTorch elementwise / reduce kernel runs, as the functor its demangled name carries:
+    `vectorized_elementwise_kernel<4, …pow_tensor_scalar_kernel_impl<float, float>…>` -> pow_tensor_scalar_kernel_impl,
+    `reduce_kernel<512, 1, ReduceOp<float, MeanOps<…>>>` -> MeanOps, `…BinaryFunctor<…, MulFunctor<float>>` ->
+    MulFunctor. None for any other kernel, or a name that carries no functor (a mangled or cut name)."""
+    text = _ANON.sub("", name)
+    head = text.split("<", 1)[0].rsplit("::", 1)[-1].strip()
+    if head not in ELEMENTWISE_WRAPPERS:
+        return None
+    for m in _FUNCTOR.finditer(text, len(text.split("<", 1)[0])):
+        token = m.group(0)
+        if token not in _FUNCTOR_WRAPPERS:
+            return token
+    return None

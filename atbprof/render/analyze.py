@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from atbprof.analyze.report import AnalysisReport, Row
+from atbprof.analyze.report import IDLE_PREFIX, AnalysisReport, Row
 from atbprof.numerics.report import NumericsReport
 from atbprof.render.sections import Section, render_sections, sections_markdown
 
@@ -105,6 +105,9 @@ def sections(report: AnalysisReport) -> list[Section]:
     shown = ["attention", "ffn", "other", "communication"]
     if any(r.name == "memory" for p in b.phases for r in p.categories):
         shown.append("memory")  # device copies and fills of a Kineto trace
+    idle_rows = any(r.name.startswith(IDLE_PREFIX) for p in b.phases for r in p.categories)
+    if idle_rows:
+        shown.append("idle")  # a profile's step time no op is charged, by cause below
     ph = Section(
         "phases (measured span; TTFT = prefill per step)",
         ["phase", "steps", "ms/step", *shown, "norm-related", "norm kernel / launch"],
@@ -112,6 +115,14 @@ def sections(report: AnalysisReport) -> list[Section]:
     )
     for p in b.phases:
         cats = {r.name: r for r in p.categories}
+        idle_parts = [r for r in p.categories if r.name.startswith(IDLE_PREFIX)]
+        if idle_parts:
+            cats["idle"] = Row(
+                name="idle",
+                charged_us=sum(r.charged_us for r in idle_parts),
+                per_step_ms=sum(r.per_step_ms for r in idle_parts),
+                share=sum(r.share for r in idle_parts),
+            )
         ph.rows.append(
             [
                 p.phase,
@@ -123,6 +134,13 @@ def sections(report: AnalysisReport) -> list[Section]:
             ]
         )
     ph.lines.append(f"categories: {b.categories_heuristic}")
+    if b.idle.causes:
+        ph.lines.append(
+            f"idle ({b.scope}), by what the host was doing: "
+            + ", ".join(
+                f"{r.name.removeprefix(IDLE_PREFIX)} {_ms(r.charged_us)} ms ({_share(r.share)})" for r in b.idle.causes
+            )
+        )
     if b.training:
         ph.lines.append(
             "training steps ("
@@ -130,9 +148,14 @@ def sections(report: AnalysisReport) -> list[Section]:
             + " per step): no decode or tokens/s figures; backward kernels count for the block they differentiate"
         )
     o = b.outside_steps
-    if b.steps_from == "ProfilerStep":
+    if b.steps_from in ("ProfilerStep", "iteration"):
+        what = (
+            "the ProfilerStep frames"
+            if b.steps_from == "ProfilerStep"
+            else f"a serving loop's iterations, from {b.steps_rule or 'the trace'}, cut on the device timeline"
+        )
         ph.lines.append(
-            f"steps are the ProfilerStep frames; outside every step: {_ms(o.us)} ms, {o.ops:,} device ops"
+            f"steps are {what}; outside every step: {_ms(o.us)} ms, {o.ops:,} device ops"
             + (f", {o.empty_frames} frame(s) without device ops" if o.empty_frames else "")
         )
     norm = next((p.norm for p in b.phases if p.phase == b.scope), None)

@@ -70,7 +70,8 @@ KINETO_PINS = [  # rows = GPU kernel, memcpy and memset events, framework = cpu_
     Pin(TRACES / "hta_amd_mi250_minitoy_train_ROCm6_2_kineto.json.gz", KINETO, 16, 149_042, 7,
         "Memcpy HtoD", (1, 2), 70),
     Pin(TRACES / "hta_critical_path_alexnet.json.gz", KINETO, 98, 66_203_000, 17, "Memcpy HtoD", (), 359),
-    Pin(TRACES / "hta_mtia_inference_rank_0.json.gz", KINETO, 974, 459_456_313, 4, "pe_exe", (), 10_346),  # MTIA
+    # MTIA: no ProfilerStep; four batches of 190-280 ops cut apart by device idle gaps
+    Pin(TRACES / "hta_mtia_inference_rank_0.json.gz", KINETO, 974, 459_456_313, 4, "pe_exe", (0, 1, 2, 3), 10_346),
     Pin(TRACES / "hta_ns_resolution_rank0.pt.trace.json.gz", KINETO, 6095, 472_454_441, 58,
         "CatArrayBatchedCopy_aligned16_contig", tuple(range(101, 106)), 23_910),
     Pin(TRACES / "hta_trace_diff_control.json.gz", KINETO, 9450, 501_567_000, 106, "Memcpy HtoD", STEPS_1009, 40_506),
