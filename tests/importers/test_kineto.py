@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from atbprof.importers import load_profile
-from atbprof.importers.optypes import gpu_op_type
+from atbprof.importers.optypes import gpu_op_type, kernel_functor
 from tests.importers.conftest import TRACES, shared
 
 HTA = sorted(p.name for p in TRACES.glob("*.json.gz")) if TRACES.exists() else ["(no shared folder)"]
@@ -264,3 +264,41 @@ def test_mtia_device_events_are_ops() -> None:
     kinds = dict(zip(ops["op_type"].to_pylist(), ops["task_type"].to_pylist(), strict=True))
     assert kinds == {"pe_exe": "MTIA", "merge": "MTIA", "remote": "MTIA", "Memcpy": "MEMCPY"}
     assert ops["op_type"].to_pylist().count("Memcpy") == sum(e["name"] == "dma_request" for e in work)
+
+
+@pytest.mark.parametrize(
+    ("name", "functor"),
+    [
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
+            "pow_tensor_scalar_kernel_impl<float, float>(at::TensorIteratorBase&, float)::{lambda(float)#1}, "
+            "std::array<char*, 2ul> >(int, at::native::(anonymous namespace)::pow_tensor_scalar_kernel_impl<float, "
+            "float>(at::TensorIteratorBase&, float)::{lambda(float)#1}, std::array<char*, 2ul>)",
+            "pow_tensor_scalar_kernel_impl",
+        ),
+        (
+            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, "
+            "float, float>, unsigned int, float, 4, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, "
+            "float, float, float>, unsigned int, float, 4, 4>)",
+            "MeanOps",
+        ),
+        (
+            "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::"
+            "BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > >(at::"
+            "TensorIteratorBase&, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::"
+            "MulFunctor<float> > const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl_nocast<…>)",
+            "MulFunctor",
+        ),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctorOnSelf_add<float>, "
+            "std::array<char*, 2ul> >(int, at::native::CUDAFunctorOnSelf_add<float>, std::array<char*, 2ul>)",
+            "CUDAFunctorOnSelf_add",
+        ),
+        ("nvjet_sm90_hsh_128x8_64x12_4x1_v_bz_splitK_TNT", None),  # not a generic elementwise kernel
+        ("void at::native::vectorized_elementwise_kernel<4>(int)", None),  # a cut name: no functor to read
+    ],
+)
+def test_the_functor_of_a_generic_pytorch_kernel(name: str, functor: str | None) -> None:
+    """(H200 eager trace names.) PyTorch runs every elementwise aten op as one of a few generic kernels; the op is
+    the functor in the template arguments."""
+    assert kernel_functor(name) == functor
