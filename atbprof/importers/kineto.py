@@ -191,6 +191,7 @@ def _ops(
     host_start = launches.start_ns[np.clip(launch, 0, None)] if found.any() else none
     host_dur = launches.dur_ns[np.clip(launch, 0, None)] if found.any() else none
     extra: dict[str, object] = {}
+    replayed = np.zeros(len(kernels), bool)
     if found.any():
         per_launch = np.bincount(launch[found], minlength=len(launches.correlation))
         shared = np.where(found, per_launch[np.clip(launch, 0, None)], 1)
@@ -227,6 +228,7 @@ def _ops(
         "task_dur_ns": pa.array(trace.dur_ns[kernels], pa.int64()),
         "host_launch_start_ns": pa.array(host_start, pa.int64(), mask=~found),
         "host_launch_dur_ns": pa.array(host_dur, pa.int64(), mask=~found),
+        "graph_launch": pa.array(replayed, pa.bool_(), mask=~found),
     }
     return RawOps(cols, np.where(found, host_start, start)), extra
 

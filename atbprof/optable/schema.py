@@ -1,4 +1,4 @@
-"""Op table schema, version 3 (version 2 had no microbatch; version 1 no rank, stage and comm_bytes).
+"""Op table schema, version 4 (version 3 had no graph_launch; 2 no microbatch; 1 no rank, stage and comm_bytes).
 
 One row per device task, in the order each device ran them; a multi-device run holds every rank's tasks (rows of
 one rank are in device order, (rank, op_index) is unique). Runs of `atbprof run` fill every column; an imported
@@ -21,7 +21,7 @@ from atbprof.errors import InputError, SchemaError
 if TYPE_CHECKING:  # pyarrow.parquet is imported where a file is read: analyze of other formats never needs it
     import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 
 _dict = pa.dictionary(pa.int32(), pa.string())
 
@@ -63,6 +63,13 @@ _FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("stage", pa.int32(), True, "pipeline stage of that rank (0 without pipeline parallelism)"),
     ("comm_bytes", pa.int64(), True, "collectives: bytes this rank sent over its links (msprof Transit Size)"),
     ("microbatch", pa.int32(), True, "pipeline microbatch of the step this task belongs to (0 without stages)"),
+    (
+        "graph_launch",
+        pa.bool_(),
+        True,
+        "replayed from a captured graph: one host call launched it with others (graph mode; cudaGraphLaunch, "
+        "hipGraphLaunch), its host_launch_dur_ns an even share of that call; false: launched on its own",
+    ),
 ]
 
 OPS_SCHEMA = pa.schema(

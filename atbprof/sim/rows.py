@@ -113,6 +113,7 @@ def time_columns(tc: TimedChunk, rt: RankTimes) -> dict[str, pa.Array]:
         "task_wait_ns": pa.array(rt.wait.ravel()),
         "host_launch_start_ns": _nullable(rt.lstart, rows),
         "host_launch_dur_ns": _nullable(tc.disp, rows),
+        "graph_launch": pa.array(np.full(rows, tc.disp is None)),  # graph mode: the whole step is one replay
     }
     for p in PIPES:
         t = _pipe_ns(tc, rt, p, take)

@@ -118,6 +118,8 @@ def test_graph_launches_make_the_steps(tmp_path: Path) -> None:
     assert frames is not None and frames["op_count"].to_pylist() == [6, 6, 6, 6]
     assert "graph launches" in str(profile.meta["steps_from"])
     assert profile.meta["graph_launches"] == {"launches": 4, "kernels": 20, "host_ns": 4 * 20_000}
+    graph = profile.ops["graph_launch"].to_pylist()
+    assert graph.count(True) == 20 and graph.count(False) == 4  # the replayed kernels vs the eager sampler
 
 
 def test_idle_gaps_cut_only_repeated_work(tmp_path: Path) -> None:

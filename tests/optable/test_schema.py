@@ -14,7 +14,7 @@ def test_roundtrip_keeps_the_schema_and_version(tmp_path) -> None:
     pq.write_table(empty_ops(), tmp_path / "ops.parquet")
     t = read_ops(tmp_path / "ops.parquet")
     assert t.schema.equals(OPS_SCHEMA, check_metadata=False)
-    assert pq.read_schema(tmp_path / "ops.parquet").metadata[b"atbprof.schema_version"] == b"3"
+    assert pq.read_schema(tmp_path / "ops.parquet").metadata[b"atbprof.schema_version"] == b"4"
 
 
 def test_missing_and_mistyped_columns_are_named(tmp_path) -> None:
@@ -40,5 +40,5 @@ def test_not_parquet_and_missing_file(tmp_path) -> None:
 def test_other_schema_version_is_refused(tmp_path) -> None:
     t = empty_ops().replace_schema_metadata({"atbprof.table": "ops", "atbprof.schema_version": "0"})
     pq.write_table(t, tmp_path / "old.parquet")
-    with pytest.raises(SchemaError, match="op schema version 0, this atbprof reads version 3"):
+    with pytest.raises(SchemaError, match="op schema version 0, this atbprof reads version 4"):
         read_ops(tmp_path / "old.parquet")

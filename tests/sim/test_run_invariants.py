@@ -98,3 +98,15 @@ def test_jitter_is_seeded() -> None:
     d = summarize(fixture_config("tiny-llama.yaml"))
     assert a == b and a.decode_ms_per_token != c.decode_ms_per_token
     assert a.decode_ms_per_token > d.decode_ms_per_token  # jitter only ever slows a kernel down
+
+
+def test_graph_launch_says_how_each_kernel_was_launched(run) -> None:
+    """Graph mode replays the step: every kernel graph-launched, none with a launch of its own; eager: none."""
+    cfg, _, table = run
+    graph = table.column("graph_launch")
+    assert graph.null_count == 0
+    launched = table.column("host_launch_dur_ns")
+    if cfg.execution.mode == "graph":
+        assert all(graph.to_pylist()) and launched.null_count == table.num_rows
+    else:
+        assert not any(graph.to_pylist()) and launched.null_count == 0
