@@ -25,9 +25,15 @@ def diff(
     format_: Annotated[
         AnalyzeFormat, typer.Option("--format", help="rich, json or md: the same report.")
     ] = AnalyzeFormat.rich,
-    by: Annotated[DiffBy, typer.Option("--by", help="Group the rows by op-type, category, layer, role or shape.")] = (
-        DiffBy.op_type
-    ),
+    by: Annotated[
+        DiffBy | None,
+        typer.Option(
+            "--by",
+            help="Group the rows by op-type, category, layer, role or shape "
+            "[default: op-type; category when the inputs ran on different vendors' devices].",
+            show_default=False,
+        ),
+    ] = None,
     top: Annotated[int, typer.Option(min=1, help="Rows to show.")] = 20,
     threshold: Annotated[
         str, typer.Option("--threshold", help="Noise threshold: smaller changes are unchanged (e.g. 1%).")
@@ -78,7 +84,7 @@ def diff(
                 new,
                 trace=trace,
                 force=force,
-                by=by.value,
+                by=by.value if by is not None else None,
                 top=top,
                 threshold_pct=parse_percent(threshold, "--threshold"),
                 fail_if_slower_pct=parse_percent(fail_if_slower, "--fail-if-slower") if fail_if_slower else None,

@@ -280,12 +280,19 @@ def _fused_from(side: Side) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def match_aligned(base: Side, new: Side, name_map: dict[str, str]) -> Matching:
+def match_aligned(
+    base: Side, new: Side, name_map: dict[str, str], relabel: tuple[dict[str, str], dict[str, str]] | None = None
+) -> Matching:
+    """`relabel`: each side's op type -> the label to align on (a cross-vendor diff aligns kernels by their role,
+    not their library's name)."""
     vocab = _Vocab()
     b_codes, b_names = base.codes("op_type")
     n_codes, n_names = new.codes("op_type")
-    b_lut = np.array([vocab.get(name_map.get(t, t)) for t in b_names] + [vocab.get("(unknown)")], dtype=np.int64)
-    n_lut = np.array([vocab.get(t) for t in n_names] + [vocab.get("(unknown)")], dtype=np.int64)
+    label_b, label_n = relabel or ({}, {})
+    b_lut = np.array(
+        [vocab.get(label_b.get(t, name_map.get(t, t))) for t in b_names] + [vocab.get("(unknown)")], dtype=np.int64
+    )
+    n_lut = np.array([vocab.get(label_n.get(t, t)) for t in n_names] + [vocab.get("(unknown)")], dtype=np.int64)
     bt, nt = b_lut[b_codes], n_lut[n_codes]
     if not np.intersect1d(bt, nt).size and len(bt) and len(nt):
         raise InputError(

@@ -73,7 +73,7 @@ def diff(
     base: Profile,
     new: Profile,
     *,
-    by: By = "op-type",
+    by: By | None = None,
     top: int = 20,
     threshold_pct: float = DEFAULT_THRESHOLD_PCT,
     fail_if_slower_pct: float | None = None,
@@ -82,11 +82,24 @@ def diff(
     force: bool = False,
 ) -> DiffResult:
     """Compare `new` against `base` (any two profiles). Pure: the profiles are not modified. Unlike inputs (inference
-    against training, two different models) are refused unless `force` (diff/like.py)."""
-    from atbprof.diff.like import check_comparable
+    against training, two different models) are refused unless `force` (diff/like.py). `by` None: by op type, or
+    by category when the two ran on different vendors' devices (their kernel names differ by library)."""
+    from atbprof.diff.like import check_comparable, cross_vendor
 
     patterns = load_patterns(patterns_file)
     notes: list[str] = check_comparable(base, new, patterns, force)
+    vendors = cross_vendor(base, new)
+    if vendors is not None:
+        libraries = (
+            f"the inputs ran on {vendors[0]} and {vendors[1]} devices, whose kernels come from different libraries "
+            "(cuBLAS vs hipBLASLt, flash_fwd vs attn_fwd): a kernel name on one side is no kernel on the other"
+        )
+        if by is None:
+            by = "category"
+            notes.append(f"{libraries}, so the rows compare by role (category); --by op-type compares the names")
+        elif by == "op-type":
+            notes.append(f"{libraries}: renamed kernels show as removed and added; --by category compares by role")
+    by = by or "op-type"
     notes += [f"{p.source}: {w}" for p in (base, new) for w in import_warnings(p)]
     sides = []
     steps_as = common_step_definition(base, new)
@@ -109,7 +122,13 @@ def diff(
     if m is None:
         if a.ours and b.ours and force and not name_map:
             notes.append("compared runs of different models at --force: matched by alignment, not by their graphs")
-        m = match_aligned(a, b, name_map or {})
+        relabel = None
+        if vendors is not None and by != "op-type" and not name_map:
+            from atbprof.diff.like import kernel_roles
+
+            relabel = (kernel_roles(base, patterns), kernel_roles(new, patterns))
+            notes.append("kernels aligned by role (attention, matmul, norm, communication, memory, elementwise)")
+        m = match_aligned(a, b, name_map or {}, relabel)
     if not len(m.pairs):
         raise InputError(
             f"no common steps: {base.source} has {_phases_text(a)}, {new.source} has {_phases_text(b)}. "

@@ -18,13 +18,14 @@ def diff_any(
     base: PathLike | Profile,
     new: PathLike | Profile,
     *,
-    by: str = "op-type",
+    by: str | None = None,
     top: int = 20,
     threshold_pct: float = 1.0,
     force: bool = False,
 ) -> DiffReport | ClusterDiff:
     """`atbprof diff`: `new` compared with `base`, op by op with statistics (two clusters: rank by rank). Unlike
-    inputs (inference against training, two different models) raise InputError unless `force`."""
+    inputs (inference against training, two different models) raise InputError unless `force`. `by` None: by op
+    type, or by category when the inputs ran on different vendors' devices."""
     from atbprof.diff.api import diff as diff_profiles
     from atbprof.diff.api import diff_paths
     from atbprof.importers.base import Profile

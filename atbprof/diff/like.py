@@ -42,3 +42,42 @@ def check_comparable(base: Profile, new: Profile, patterns: PatternSet, force: b
 
 def _a(kind: str) -> str:
     return "a training step" if kind == "training" else "inference"
+
+
+_VENDORS = (("NVIDIA", ("nvidia", "tesla", "geforce", "quadro")), ("AMD", ("amd", "instinct", "radeon")))
+
+
+def vendor(profile: Profile) -> str | None:
+    """Who made the device a profile ran on: Huawei Ascend for Ascend profiles and runs of ours, the vendor of a
+    Kineto trace's deviceProperties, None where it does not say."""
+    if profile.kind != "kineto":
+        return "Huawei Ascend"
+    devices = profile.meta.get("devices")
+    names = [str(d).lower() for d in devices if d] if isinstance(devices, list) else []
+    if any("ascend" in n or "910" in n for n in names):
+        return "Huawei Ascend"
+    for name, marks in _VENDORS:
+        if any(m in n for n in names for m in marks):
+            return name
+    return None
+
+
+def cross_vendor(base: Profile, new: Profile) -> tuple[str, str] | None:
+    """(base vendor, new vendor) when both are known and differ: their kernels come from different libraries
+    (cuBLAS vs hipBLASLt, flash_fwd vs attn_fwd), so a kernel name on one side is no kernel on the other."""
+    a, b = vendor(base), vendor(new)
+    return (a, b) if a and b and a != b else None
+
+
+def kernel_roles(profile: Profile, patterns: PatternSet) -> dict[str, str]:
+    """Each op type of the profile -> its role across vendors: attention, matmul, norm, communication, memory
+    (patterns.yaml's categories and norm classes), else `elementwise / other`."""
+    from atbprof.analyze.categories import norm_symbols
+
+    norms = norm_symbols(patterns)
+    types = [t for t in pc.unique(profile.ops.column("op_type").cast("string")).to_pylist() if t is not None]
+    symbols: list[int] = patterns.kernel.lookup(types).tolist() if types else []
+    return {
+        t: patterns.category_of(t) or ("norm" if sym in norms else "elementwise / other")
+        for t, sym in zip(types, symbols, strict=True)
+    }

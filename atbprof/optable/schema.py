@@ -130,8 +130,13 @@ def ops_metadata(path: str | Path) -> pq.FileMetaData:
         raise InputError(f"{path}: no such file") from None
     except (pa.ArrowException, OSError) as err:
         raise InputError(f"{path}: not a Parquet file ({err}); re-create the run with `atbprof run`") from None
-    check_table(schema, str(path))
     version = (schema.metadata or {}).get(b"atbprof.schema_version", b"?").decode()
+    if version != SCHEMA_VERSION and version.isdigit() and int(version) < int(SCHEMA_VERSION):
+        raise SchemaError(
+            f"{path}: op schema version {version}, this atbprof reads version {SCHEMA_VERSION} (the run was made by "
+            "an older atbprof): re-create it with `atbprof run`"
+        )
+    check_table(schema, str(path))
     if version != SCHEMA_VERSION:
         raise SchemaError(f"{path}: op schema version {version}, this atbprof reads version {SCHEMA_VERSION}")
     return meta
