@@ -172,7 +172,10 @@ def _summary(name: str, findings: list[Finding], breakdown: Breakdown, whatif: W
     unit = "per decode token" if per_token else ("per step" if scope and scope.steps > 1 else "")
     # the level the total counts (whatif.counted): kernel-level opportunities if any, else framework-level ones - a
     # trace whose kernels are all fused norms may still have framework-level chains to fuse (Add -> F.rms_norm)
-    levels = [lv for lv in ("kernel", "framework") if any(f.opportunity and f.level == lv for f in findings)]
+    # (the trace what-if of a GPU counts framework-level chains first: their calls launched the kernels, whereas
+    # kernels alone include a previous step's tail whose launches the trace missed)
+    prefer = ("framework", "kernel") if whatif.method == "trace" else ("kernel", "framework")
+    levels = [lv for lv in prefer if any(f.opportunity and f.level == lv for f in findings)]
     level = levels[0] if levels else ("kernel" if any(f.level == "kernel" for f in findings) else "framework")
 
     def per_scope(f: Finding) -> float:
@@ -343,8 +346,14 @@ def analyze(
     elif (ran_on := _not_ascend(profile)) is not None:
         # the device model is Ascend's: a GPU / MTIA trace's saving is measured from the trace itself instead
         from atbprof.analyze.whatif_trace import whatif_from_trace
+        from atbprof.device.gpus import gpu_spec
 
-        found, wi = whatif_from_trace(found, profile.ops, breakdown.span_us, ran_on)
+        devices, memory = profile.meta.get("devices"), profile.meta.get("device_memory_bytes")
+        gpu = gpu_spec(
+            [str(d) for d in devices if d] if isinstance(devices, list) else [],
+            [m for m in memory if isinstance(m, int)] if isinstance(memory, list) else None,
+        )
+        found, wi = whatif_from_trace(found, profile.ops, breakdown.span_us, ran_on, gpu)
     else:
         from atbprof.predict.device import infer_device
 

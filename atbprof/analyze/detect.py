@@ -257,7 +257,10 @@ def _table(
         "inner_wait_ns": inner,
         "launch_ns": launch,
         "time_ns": kernel + wait,
-        "shape": column("input_shapes", anchor, pa.string()),
+        # framework level: the first call's inputs (the chain's input tensor: what a fused call would read)
+        "shape": column("input_shapes", anchor, pa.string())
+        if kernel_level
+        else view.arrow("input_shapes", first, pa.string()),
         "dtype": column("input_dtypes", anchor, pa.string()),
         "out_width": _last_dims(view, last - 1) if cp.spec.kind == "norm_matmul" else pa.nulls(k, pa.int64()),
         "evidence": pa.array(EVIDENCE, pa.string()).take(pa.array(evidence.astype(np.int32))),
@@ -321,6 +324,10 @@ def outermost_ops(framework: pa.Table, known: CompiledLevel | None = None) -> pa
             "task_start_ns": pa.array(int_column(framework, "start_ns", 0)[keep]),
             "task_dur_ns": pa.array(int_column(framework, "dur_ns", 0)[keep]),
             "op_type": framework.column("name").take(pa.array(np.flatnonzero(keep))),
+            # what the call read: a finding's `shape` (the trace what-if prices a fused kernel's bytes from it)
+            "input_shapes": framework.column("input_shapes").take(pa.array(np.flatnonzero(keep)))
+            if "input_shapes" in framework.column_names
+            else pa.nulls(int(keep.sum()), pa.string()),
         }
     )
 

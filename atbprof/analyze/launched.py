@@ -50,6 +50,9 @@ class LaunchIndex:
     def longest(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         return np.array([self.dur[i:j].max() if j > i else 0 for i, j in zip(lo, hi, strict=True)], float)
 
+    def shortest(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        return np.array([self.dur[i:j].min() if j > i else 0 for i, j in zip(lo, hi, strict=True)], float)
+
     def ahead(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """How long the host was ahead of the device: the shortest queue wait of the kernels (host time that
         could go without the device noticing)."""

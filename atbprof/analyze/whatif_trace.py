@@ -13,9 +13,13 @@ all but one of their kernels. What that saves the step depends on which side was
 - and the host side may lose time without the device noticing when it was ahead: the shortest wait of the
   chain's kernels in the queue between their launch call and their start.
 
-So saving = min(host saving + host ahead, device idle during the chain + the chain's kernel time - its longest
-kernel). On a host-bound trace (Hugging Face eager decode) the host side decides; on a device-bound one (kernels
-queued behind each other) the device side does.
+So saving = min(host saving + host ahead, device idle during the chain + the chain's kernel time - the fused
+kernel). The fused kernel is priced from the bytes it moves (the chain's input read and its output written, plus
+the residual read and written for an Add + norm; 2-byte activations) over the GPU's peak HBM bandwidth
+(data/gpus.yaml, each from its datasheet), at least the chain's shortest kernel (the device's floor for a small
+kernel) and at most its longest; without the chain's shapes or a spec of the GPU it costs its longest kernel.
+On a host-bound trace (Hugging Face eager decode) the host side decides; on a device-bound one (kernels queued
+behind each other) the device side does.
 The estimate is of the profiled run: the profiler's own per-call cost is part of the host time it removes, so an
 unprofiled run saves less where it is host-bound (say so).
 
@@ -34,15 +38,17 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from atbprof.analyze.detect import first_tensor
 from atbprof.analyze.launched import LaunchIndex
 from atbprof.analyze.patterns import OPPORTUNITY_KINDS
 from atbprof.analyze.report import WhatIf
 from atbprof.analyze.whatif import _with_estimates, counted, framework_savings, profile_whatif
+from atbprof.device.gpus import GpuSpec
 
 TRACE = (
     "measured from the trace (the device is {device}, which atbprof has no device model of): each framework-level "
-    "chain becomes one fused call costing about its longest member, and its kernels one kernel costing about their "
-    "longest; the step gets shorter by the smaller of what the host gives (the calls and waits removed, plus the "
+    "chain becomes one fused call costing about its longest member, and its kernels one kernel costing {fused}; "
+    "the step gets shorter by the smaller of what the host gives (the calls and waits removed, plus the "
     "time it was ahead of the device) and what the device gives (the kernels removed, plus the time it sat idle "
     "waiting for the host); this is the saving of the profiled run: the profiler's own per-call overhead is "
     "in the host time removed, so an unprofiled, host-bound run saves less; a chain seen only as kernels saves its "
@@ -105,7 +111,33 @@ def _kernel_savings(findings: pa.Table, ops: pa.Table) -> np.ndarray:
     return np.minimum(device, host)
 
 
-def whatif_from_trace(findings: pa.Table, ops: pa.Table, span_us: float, device: str) -> tuple[pa.Table, WhatIf]:
+FUSED_HBM = (
+    "its bytes (input read, output written, the residual too for an Add + norm; 2-byte activations) over the "
+    "{gpu}'s peak HBM bandwidth ({gbps:,.0f} GB/s: {source}), at least the chain's shortest kernel and at most its "
+    "longest (the longest where the trace records no shapes)"
+)
+FUSED_LONGEST = "about their longest ({why})"
+
+
+def fused_bytes(kind: str, shape: str | None) -> float:
+    """Bytes one fused norm kernel moves for a chain whose first call read `shape`: its input read and output
+    written (2-byte activations), the weight read, and for Add + norm the residual read and written too; NaN
+    without a shape."""
+    dims = first_tensor(shape)
+    if not dims or dims[-1] <= 0:
+        return float("nan")
+    elements = float(np.prod(dims))
+    tensors = 4 if kind == "add_norm" else 2
+    return (tensors * elements + dims[-1]) * ACTIVATION_BYTES
+
+
+ACTIVATION_BYTES = 2
+"""fp16 / bf16, what LLM inference runs in: a Kineto trace's framework table keeps shapes, not dtypes."""
+
+
+def whatif_from_trace(
+    findings: pa.Table, ops: pa.Table, span_us: float, device: str, gpu: GpuSpec | None = None
+) -> tuple[pa.Table, WhatIf]:
     k = findings.num_rows
     saving = np.full(k, np.nan)
     host = framework_savings(findings)  # NaN on kernel-level rows
@@ -120,14 +152,20 @@ def whatif_from_trace(findings: pa.Table, ops: pa.Table, span_us: float, device:
         idle = (b - a) - (_busy_before(b, merged) - _busy_before(a, merged))
         launches = LaunchIndex.of(ops)
         if launches is None:
-            chain_dev = longest_dev = ahead = np.zeros(k)
+            chain_dev = longest_dev = shortest_dev = ahead = np.zeros(k)
         else:
             lo, hi = launches.within(a, b)
             chain_dev, longest_dev, ahead = launches.device_ns(lo, hi), launches.longest(lo, hi), launches.ahead(lo, hi)
+            shortest_dev = launches.shortest(lo, hi)
+        fused_dev = longest_dev
+        if gpu is not None:
+            shapes = findings.column("shape").to_pylist()
+            hbm = np.array([fused_bytes(kinds[i], shapes[i]) for i in range(k)]) / gpu.hbm_bytes_per_ns
+            fused_dev = np.where(np.isnan(hbm), longest_dev, np.clip(hbm, shortest_dev, longest_dev))
         # the step shortens by what both sides give: the host its removed calls plus the time it was ahead, the
         # device the kernels beyond the longest plus the time it sat idle waiting for the host
         host_side = host + ahead
-        device_side = np.maximum(idle, 0) + np.maximum(chain_dev - longest_dev, 0)
+        device_side = np.maximum(idle, 0) + np.maximum(chain_dev - fused_dev, 0)
         saving[framework] = np.minimum(host_side[framework], device_side[framework])
     elif framework.any():  # no device kernels (a CPU-only trace): the host decides
         saving[framework] = host[framework]
@@ -138,5 +176,11 @@ def whatif_from_trace(findings: pa.Table, ops: pa.Table, span_us: float, device:
     use = _counted(findings, framework, kernel_rows) & ~np.isnan(saving)
     total = float(np.nansum(saving[use])) / 1e3
     estimated = bool(use.any())
-    result = profile_whatif("trace" if estimated else "none", device, TRACE.format(device=device), span_us, total)
+    fused = (
+        FUSED_HBM.format(gpu=gpu.name, gbps=gpu.hbm_gbps, source=gpu.source)
+        if gpu is not None
+        else FUSED_LONGEST.format(why=f"no spec of {device} in atbprof/data/gpus.yaml")
+    )
+    assumption = TRACE.format(device=device, fused=fused)
+    result = profile_whatif("trace" if estimated else "none", device, assumption, span_us, total)
     return _with_estimates(findings, np.full(k, np.nan), saving), result

@@ -122,6 +122,8 @@ def read_kineto(
     devices = top.get("deviceProperties")
     if isinstance(devices, list):
         meta["devices"] = [d.get("name") for d in devices if isinstance(d, dict)]
+        memory = [d.get("totalGlobalMem") for d in devices if isinstance(d, dict)]
+        meta["device_memory_bytes"] = [m for m in memory if isinstance(m, int) and not isinstance(m, bool) and m > 0]
     calls = None
     python = np.flatnonzero(complete & trace.where("cat", ("python_function",)) & trace.has_ts & trace.has_dur)
     if launches or len(python):
