@@ -31,6 +31,18 @@ EPOCH_BASE_NS = 1_735_689_600_000_000_000
 """2025-01-01T00:00:00Z: run time 0 in every export (a constant, not the wall clock: exports are reproducible)."""
 DEVICE_ID = 0
 MODEL_ID_NONE = 4294967295  # msprof's "no model" (eager / single-op execution)
+GRAPH_MODEL_ID = 1
+"""The Model ID a graph-mode run's kernels carry: a captured graph's tasks name their model (real ACL graph captures
+show small ids, e.g. 46-49; eager tasks 4294967295), which importers read as `graph_launch`."""
+GRAPH_EXECUTE = "AscendCL@aclmdlRIExecuteAsync"
+"""The CANN call that replays a captured ACL graph (CANN's model runtime-instance API; one per replay in real
+vllm-ascend graph-mode profiles): what a graph-mode step shows on the CANN layer instead of a Node@launch per kernel."""
+
+
+def model_id(execution_mode: str) -> int:
+    return GRAPH_MODEL_ID if execution_mode == "graph" else MODEL_ID_NONE
+
+
 BATCH_ROWS = 1 << 16  # op rows per text pass: bounded memory, few compute calls
 RUN_FILES = ("ops.parquet", "steps.parquet", "run.json")
 

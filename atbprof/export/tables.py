@@ -18,7 +18,6 @@ import pyarrow.compute as pc
 
 from atbprof.export.common import (
     DEVICE_ID,
-    MODEL_ID_NONE,
     RunSource,
     abs_ns,
     csv_field,
@@ -26,6 +25,7 @@ from atbprof.export.common import (
     fixed3,
     int_text,
     map_dictionary,
+    model_id,
     py_number,
     quoted_shapes,
     short3,
@@ -142,6 +142,7 @@ class OpCells:
         self.source = source
         self.pmu_header = PMU_910B if source.is_910b else PMU_910A
         self.op_state = "static" if source.execution_mode == "graph" else "dynamic"
+        self.model_id = str(model_id(source.execution_mode))
         self._caches: dict[str, dict[str, str]] = {}
 
     def _map(self, col: pa.Array, key: str, fn: Callable[[str], str]) -> pa.Array:
@@ -157,7 +158,7 @@ class OpCells:
         wait_text = pc.if_else(pc.equal(wait, 0), "0", pc.binary_join_element_wise(fixed3(wait), "000", ""))
         return [
             _const(str(DEVICE_ID), n),
-            _const(str(MODEL_ID_NONE), n),
+            _const(self.model_id, n),
             int_text(c("task_id")),
             int_text(c("stream_id")),
             self._map(c("op_name"), "name", csv_field),

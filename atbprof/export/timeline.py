@@ -27,6 +27,7 @@ from atbprof.errors import InputError
 from atbprof.export.common import (
     DEVICE_ID,
     EPOCH_BASE_NS,
+    GRAPH_EXECUTE,
     MODEL_ID_NONE,
     Piece,
     RunSource,
@@ -35,6 +36,7 @@ from atbprof.export.common import (
     int_text,
     join_pieces,
     map_dictionary,
+    model_id,
     text_bytes,
 )
 from atbprof.export.framework import framework_call
@@ -193,6 +195,15 @@ class TraceWriter:
         freq: Fields = [("name", '"AI Core Freq"'), ("ts", _ts_literal(0)), ("pid", str(self.pid["AI Core Freq"]))]
         freq += [("tid", "0"), ("args", [("MHz", js(round(self.source.clock_ghz * 1000.0, 3)))]), ("ph", '"C"')]
         head.append(self._text(freq))
+        if self.source.execution_mode == "graph":
+            # a graph-mode step is one replay: one graph execute call on the CANN layer, from the end of the step's
+            # host work to its first device task (what the run's host model says the replay took to start)
+            for r in steps.to_pylist():
+                at = r["host_start_ns"] + r["host_overhead_ns"]
+                args: Fields = [("Thread Id", str(self.tid)), ("level", '"acl"'), ("id", '"aclmdlRIExecuteAsync"')]
+                head.append(
+                    self._x(GRAPH_EXECUTE, "CANN", self.tid, at, max(r["device_start_ns"], at + 1), [("args", args)])
+                )
         if self.style == "torch_npu":
             for r in steps.to_pylist():
                 extra: Fields = [("cat", '"cpu_op"'), ("args", _CPU_OP_ARGS)]
@@ -215,7 +226,8 @@ class TraceWriter:
         name = map_dictionary(c("op_name"), js, self._names)
         ah, cann, py = (str(self.pid[k]) for k in ("Ascend Hardware", "CANN", "Python"))
         launch_ts, task_ts = _ts_column(hs), _ts_column(start)
-        task_args: Fields = [("Model Id", str(MODEL_ID_NONE)), ("Task Type", map_dictionary(c("task_type"), js))]
+        graph_model = str(model_id(self.source.execution_mode))
+        task_args: Fields = [("Model Id", graph_model), ("Task Type", map_dictionary(c("task_type"), js))]
         task_args += [("Physic Stream Id", stream), ("Task Id", int_text(c("task_id"))), ("Batch Id", "0")]
         task_args += [("Subtask Id", str(MODEL_ID_NONE)), ("connection_id", conn)]
         launched = pc.if_else(pc.is_valid(hs), conn, pa.scalar(None, pa.string()))  # null: no host launch (graph)

@@ -167,7 +167,8 @@ def _kernels(db: _Db, strings: _Strings) -> RawOps:
     has_conn = "connectionId" in db.columns("TASK")
     launch_cols = "a.startNs, a.endNs" if launch and has_conn else "NULL, NULL"
     join = "LEFT JOIN CANN_API a ON a.connectionId = t.connectionId" if launch and has_conn else ""
-    selected = ["t.startNs", "t.endNs", "t.globalTaskId", *task_cols, *text_cols, *num_cols, launch_cols]
+    model_col = 't."modelId"' if "modelId" in db.columns("TASK") else "NULL"
+    selected = ["t.startNs", "t.endNs", "t.globalTaskId", *task_cols, *text_cols, *num_cols, launch_cols, model_col]
     rows = db.rows(
         f"SELECT {', '.join(selected)} FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId "
         f"{join} ORDER BY t.startNs, t.globalTaskId"
@@ -195,6 +196,9 @@ def _kernels(db: _Db, strings: _Strings) -> RawOps:
         out[ours] = _optional_ints(cols[at])
         at += 1
     launch_start, launch_end = _optional_ints(cols[at]), _optional_ints(cols[at + 1])
+    # a captured graph's task names its model; 4294967295 is msprof's "no model" (eager)
+    model = [m if isinstance(m, int) and not isinstance(m, bool) else None for m in cols[at + 2]]
+    out["graph_launch"] = pa.array([None if m is None else m != 4294967295 for m in model], pa.bool_())
     if launch_start.null_count < len(launch_start):
         out["host_launch_start_ns"] = launch_start
         out["host_launch_dur_ns"] = pc.subtract(launch_end, launch_start)

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from atbprof.importers.assemble import RawFramework, RawOps, RawSteps
 from atbprof.importers.device_tasks import is_kernel_task
+from atbprof.importers.kineto_steps import find_iterations
 from atbprof.importers.optypes import ascend_op_type, derive_types
 from atbprof.importers.trace_events import TraceEvents, dims_texts, int_arg, str_arg, text_of
 from atbprof.writers.ranks import FLOW_MARKER
@@ -101,8 +102,23 @@ def read_ascend_trace(trace: TraceEvents) -> AscendTrace:
     launch = Launches(trace, launches_idx)
     ops = _ops(trace, kernels, comm_ops, comm, launch)
     framework, steps = _framework(trace, python_x)
+    found_by = None
     if steps is not None:
         ops.step_time_ns = _step_times(trace, kernels, comm_ops, ops)
+    elif kernels:
+        # a serving capture (vllm-ascend, MindIE) records no ProfilerStep: its iterations (kineto_steps.py)
+        start = np.asarray(ops.columns["task_start_ns"].to_numpy(), np.int64)
+        end = start + np.asarray(ops.columns["task_dur_ns"].to_numpy(), np.int64)
+        launched = ops.columns["host_launch_start_ns"]
+        launch_ns = np.where(
+            np.asarray(launched.is_valid().to_numpy(zero_copy_only=False), bool),
+            np.asarray(launched.fill_null(0).to_numpy(zero_copy_only=False), np.int64),
+            start,
+        )
+        found = find_iterations(trace, trace.ts_ns, launch_ns, start, end)
+        if found is not None:
+            steps, found_by = found.frames, found.found_by
+            ops.step_time_ns = start
     timed = trace.timed
     meta: dict[str, object] = {
         "producer": "torch_npu" if python else "msprof",
@@ -112,6 +128,8 @@ def read_ascend_trace(trace: TraceEvents) -> AscendTrace:
         "communication_ops": len(comm_ops),
         "dropped_device_tasks": dict(sorted(dropped.items())),
     }
+    if found_by is not None:
+        meta["steps_from"] = found_by
     if len(ranks) > 1:
         meta["ranks_in_trace"] = ranks
         meta["warnings"] = [
@@ -214,8 +232,19 @@ def _ops(trace: TraceEvents, kernels: list[int], comm_ops: list[int], comm: dict
         "task_wait_ns": pa.array(_waits(start, dur), pa.int64()),
         "host_launch_start_ns": pa.array([h[0] if h else None for h in hosts], pa.int64()),
         "host_launch_dur_ns": pa.array([h[1] if h else None for h in hosts], pa.int64()),
+        # a task of a captured graph names its model; 4294967295 is msprof's "no model" (eager)
+        "graph_launch": pa.array(
+            [_graph_task(int_arg(a, "Model Id")) for a in args[: len(kernels)]] + [None] * len(comm_ops), pa.bool_()
+        ),
     }
     return RawOps(cols)
+
+
+MODEL_ID_NONE = 4294967295
+
+
+def _graph_task(model: int | None) -> bool | None:
+    return None if model is None else model != MODEL_ID_NONE
 
 
 def _tid_int(tid: object) -> int | None:

@@ -53,6 +53,7 @@ SHARED = {
     "input_dtypes": ("Input Data Types",),
     "output_shapes": ("Output Shapes",),
     "output_dtypes": ("Output Data Types",),
+    "graph_launch": ("Model ID",),  # a captured graph's task names its model; 4294967295: none (eager)
 }
 REQUIRED = ("op_name", "op_type", "task_start_ns", "task_dur_ns")
 PIPE_SIDES = {  # our pipe -> PMU column prefixes that measure it (A2/A3 split cube/vector cores; 910A unprefixed)
@@ -172,6 +173,9 @@ def read_op_table(
     for ours in ("step", "stream_id", "task_id", "block_dim", "mix_block_dim"):
         if ours in col:
             out[ours] = _optional_int(variant.names[ours], col[ours], warnings)
+    if "graph_launch" in col:
+        model = clean_text(col["graph_launch"])
+        out["graph_launch"] = pc.not_equal(model, pa.scalar("4294967295"))  # null stays null: not recorded
     for ours in ("input_shapes", "output_shapes"):
         if ours in col:
             out[ours] = _shapes(col[ours])

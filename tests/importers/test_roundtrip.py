@@ -74,9 +74,16 @@ def test_export_imports_back(
         ]
         launched = original.num_rows - original["host_launch_start_ns"].null_count
         assert profile.framework is not None and profile.framework.num_rows == launched
-    else:  # msprof has neither Step Id nor a Python layer
-        assert profile.ops["step"].null_count == original.num_rows
+    else:  # msprof has neither Step Id nor a Python layer: the run's steps come back as iterations
         assert profile.framework is None
+        frames = profile.step_frames.to_pylist()  # type: ignore[union-attr]
+        assert [f["frame"] for f in frames] == ["iteration"] * len(steps)
+        assert [f["op_count"] for f in frames] == [s["op_count"] for s in steps]
+        # graph mode: one aclmdlRIExecuteAsync per step on the CANN layer; eager: the host time between steps
+        found_by = str(profile.meta["steps_from"])
+        assert ("graph launches" in found_by) if key == "graph" else ("idle gaps" in found_by)
+    graph = profile.ops["graph_launch"]
+    assert graph.null_count == 0 and set(graph.to_pylist()) == {key == "graph"}
 
 
 @pytest.mark.parametrize("target", ["ascend-pt", "msprof"])
@@ -165,3 +172,31 @@ def test_ascend_pt_falls_back_to_its_embedded_msprof_output(
     profile = load_profile(pt)
     assert profile.kind == "ascend_pt"
     _compare(original, profile.ops, with_step=False, absent=set())
+
+
+def test_a_graph_mode_serving_capture_gets_its_iterations(
+    run_dir: Callable[[str], Path], exported: Callable[[str, ExportTarget], ExportResult], tmp_path: Path
+) -> None:
+    """A vllm-ascend / MindIE capture in graph mode has no ProfilerStep: the exported torch_npu timeline of a
+    graph-mode run without its ProfilerStep frames is cut at its aclmdlRIExecuteAsync replays, one per step, and every
+    task is marked graph-launched (its Model ID)."""
+    import orjson
+
+    result = exported("graph", "ascend-pt")
+    (timeline,) = result.root.rglob("trace_view.json")
+    events = orjson.loads(timeline.read_bytes())
+    kept = [e for e in events if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    assert len(kept) < len(events)
+    assert sum(e.get("name") == "AscendCL@aclmdlRIExecuteAsync" for e in kept) == len(
+        pq.read_table(run_dir("graph") / "steps.parquet")
+    )
+    serving = tmp_path / "trace_view.json"
+    serving.write_bytes(orjson.dumps(kept))
+    profile = load_profile(serving)
+    steps = pq.read_table(run_dir("graph") / "steps.parquet").to_pylist()
+    frames = profile.step_frames.to_pylist()  # type: ignore[union-attr]
+    assert [f["op_count"] for f in frames] == [s["op_count"] for s in steps]
+    assert "graph launches" in str(profile.meta["steps_from"]) and "aclmdlRIExecuteAsync" in str(
+        profile.meta["steps_from"]
+    )
+    assert set(profile.ops["graph_launch"].to_pylist()) == {True}
