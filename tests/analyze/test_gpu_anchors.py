@@ -15,7 +15,12 @@ GPU = SHARED / "anchors" / "gpu"
 
 FUSED = {
     # file: {kernel op type: count} (the README's facts)
-    "tracelens_b200_vllm_moe_eager.json.gz": {"fused_add_rms_norm_kernel": 72, "rms_norm_kernel": 1},
+    "tracelens_b200_vllm_moe_eager.json.gz": {  # the kernels, and the vLLM custom ops that launched them
+        "fused_add_rms_norm_kernel": 72,
+        "rms_norm_kernel": 1,
+        "_C::fused_add_rms_norm": 72,
+        "_C::rms_norm": 1,
+    },
     "tracelens_mi300_sglang_qwen3-8b_decode_hipgraph.json.gz": {"add_rmsnorm_quant_kernel": 145},
     "tracelens_vllm_prefilldecode_piecewise_graph.json.gz": {"Rmsnorm2dFwd": 49},
     "tracelens_mi300_torch_compile_llama_block.json.gz": {
