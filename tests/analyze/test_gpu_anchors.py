@@ -233,3 +233,34 @@ def test_a_gradient_accumulation_add_is_not_an_add_norm() -> None:
     report = analyze(load_profile(shared(SHARED / "anchors" / "traces" / "hta_trace_diff_control.json.gz")))
     add_norm = {f.level: f.count for f in report.findings if f.kind == "add_norm"}
     assert add_norm.get("kernel", 0) == add_norm.get("framework", 0) == 6
+
+
+@pytest.mark.parametrize(
+    ("name", "types", "category", "device_ms"),
+    [
+        # README: kernel_unified_attention_2d/3d = 5.73 ms of attention (with the KV-cache writes)
+        (
+            "tracelens_vllm_prefilldecode_piecewise_graph.json.gz",
+            ("kernel_unified_attention_2d", "reshape_and_cache_flash_kernel"),
+            "attention",
+            5.73,
+        ),
+        # README: 73 multimem_all_reduce_kernel + 1 NCCL AllGather = 2.14 ms
+        ("tracelens_b200_vllm_moe_eager.json.gz", None, "communication", 2.14),
+        # README: 33 flash_fwd_kernel = 3.70 ms; their durations sum to 3.74 ms, 3.70 ms of it advancing the timeline
+        ("tracelens_h100_qwen1.5_hf_eager.json.gz", ("flash_fwd_kernel",), "attention", 3.74),
+    ],
+)
+def test_the_readme_kernel_time_of_a_class_is_reproduced(
+    name: str, types: tuple[str, ...] | None, category: str, device_ms: float
+) -> None:
+    """The README's kernel times, from the op-type rows, each kernel in the class patterns.yaml gives it."""
+    from atbprof.analyze.patterns import load_patterns
+
+    patterns = load_patterns()
+    report = analyze(load_profile(shared(GPU / name)), top=1000, whatif=False)
+    rows = [r for r in report.breakdown.by_op_type if patterns.category_of(r.name) == category]
+    if types is not None:
+        assert {r.name for r in rows} >= set(types)
+        rows = [r for r in rows if r.name in types]
+    assert sum(r.device_us for r in rows) / 1e3 == pytest.approx(device_ms, abs=0.006)
