@@ -79,6 +79,8 @@ def read_ascend_trace(trace: TraceEvents) -> AscendTrace:
     comm_ops: list[int] = []
     launches_idx: list[int] = []
     python_x: list[int] = []
+    marked_x: list[int] = []
+    marker = layers.get("MsprofTx", set())
     dropped: Counter[str] = Counter()
     for i in np.flatnonzero(trace.where("ph", ("X",))).tolist():
         pid = trace.pid[i]
@@ -98,6 +100,8 @@ def read_ascend_trace(trace: TraceEvents) -> AscendTrace:
             launches_idx.append(i)
         elif pid in python:
             python_x.append(i)
+        elif pid in marker:
+            marked_x.append(i)
     _need_times(trace, kernels + comm_ops + launches_idx + python_x)
     launch = Launches(trace, launches_idx)
     ops = _ops(trace, kernels, comm_ops, comm, launch)
@@ -115,7 +119,12 @@ def read_ascend_trace(trace: TraceEvents) -> AscendTrace:
             np.asarray(launched.fill_null(0).to_numpy(zero_copy_only=False), np.int64),
             start,
         )
-        found = find_iterations(trace, trace.ts_ns, launch_ns, start, end)
+        marked = None
+        if marked_x:  # mstx ranges (mstx.range_start / range_end): what the serving framework or the user marked
+            at = np.array(marked_x, np.int64)
+            at = at[trace.has_ts[at] & trace.has_dur[at]]
+            marked = (trace.ts_ns[at], trace.ts_ns[at] + np.maximum(trace.dur_ns[at], 0), "mstx ranges (MsprofTx)")
+        found = find_iterations(trace, trace.ts_ns, launch_ns, start, end, marked)
         if found is not None:
             steps, found_by = found.frames, found.found_by
             ops.step_time_ns = start

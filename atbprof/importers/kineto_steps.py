@@ -3,8 +3,9 @@
 vLLM, SGLang and vllm-ascend's profilers wrap the model runner, not a training loop, so their traces carry no
 ProfilerStep. The iterations are found the way a user would find them (step_ranges.yaml, first that applies):
 
-  1. a framework's own iteration range (vLLM / SGLang annotations, the model runner's execute_model call):
-     a kernel belongs to the outermost range its host launch falls in;
+  1. a framework's own iteration range (vLLM / SGLang annotations, the model runner's execute_model call; on
+     Ascend the mstx ranges of the MsprofTx layer a serving framework or the user marks): a kernel belongs to the
+     outermost range its host launch falls in;
   2. graph launches (cudaGraphLaunch, hipGraphLaunch): a kernel belongs to the last graph launch at or before its
      host launch (the replayed kernels, and the eager ones the host launched between two replays);
   3. device idle gaps far longer than the trace's launch gaps (the host scheduling between iterations), when the
@@ -76,25 +77,35 @@ class Iterations:
 
 
 def find_iterations(
-    trace: TraceEvents, ts: np.ndarray, launch_ns: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray
+    trace: TraceEvents,
+    ts: np.ndarray,
+    launch_ns: np.ndarray,
+    start_ns: np.ndarray,
+    end_ns: np.ndarray,
+    marked: tuple[np.ndarray, np.ndarray, str] | None = None,
 ) -> Iterations | None:
     """The iterations of a trace without ProfilerStep frames; `launch_ns` is each device op's host launch time
-    (its device start where no launch is recorded), `start_ns`/`end_ns` its device times, all absolute. None when
-    nothing cuts the trace into more than what the ops' span already is."""
+    (its device start where no launch is recorded), `start_ns`/`end_ns` its device times, all absolute. `marked`:
+    ranges the profile's own marker layer holds (start, end, what they are: Ascend's mstx ranges), tried first.
+    None when nothing cuts the trace into more than what the ops' span already is."""
     if not len(start_ns):
         return None
     vocab = vocabulary()
     complete = trace.where("ph", ("X",)) & trace.has_ts & trace.has_dur
+    candidates: list[tuple[np.ndarray, np.ndarray, str]] = [marked] if marked is not None else []
     for rule in vocab.ranges:
         rows = np.flatnonzero(complete & trace.where("cat", rule.cats) & _matches(trace, rule.regex))
-        if not len(rows):
+        if len(rows):
+            candidates.append((ts[rows], ts[rows] + np.maximum(trace.dur_ns[rows], 0), rule.name))
+    for range_start, range_end, name in candidates:
+        if not len(range_start):
             continue
-        lo, hi = _outermost(ts[rows], ts[rows] + np.maximum(trace.dur_ns[rows], 0))
+        lo, hi = _outermost(range_start, range_end)
         at = np.searchsorted(lo, launch_ns, side="right") - 1
         inside = (at >= 0) & (launch_ns < hi[np.clip(at, 0, None)])
         owner = np.where(inside, at, -1)
         if (owner >= 0).any():
-            return _windows(owner, start_ns, end_ns, f"{rule.name} ({len(lo)} range(s))")
+            return _windows(owner, start_ns, end_ns, f"{name} ({len(lo)} range(s))")
     graph = np.flatnonzero(complete & trace.where("name", vocab.graph_launch_calls))
     if len(graph) >= 2:
         starts = np.sort(ts[graph])

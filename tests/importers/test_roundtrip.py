@@ -200,3 +200,29 @@ def test_a_graph_mode_serving_capture_gets_its_iterations(
         profile.meta["steps_from"]
     )
     assert set(profile.ops["graph_launch"].to_pylist()) == {True}
+
+
+def test_mstx_ranges_are_a_serving_captures_iterations(
+    run_dir: Callable[[str], Path], exported: Callable[[str, ExportTarget], ExportResult], tmp_path: Path
+) -> None:
+    """An eager capture without ProfilerStep whose serving loop marked each iteration with an mstx range (the
+    MsprofTx layer): the ranges are its steps, whatever they are named."""
+    import orjson
+
+    result = exported("910a", "ascend-pt")
+    (timeline,) = result.root.rglob("trace_view.json")
+    events = [e for e in orjson.loads(timeline.read_bytes()) if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    steps = pq.read_table(run_dir("910a") / "steps.parquet").to_pylist()
+    base_us = 1_735_689_600_000_000  # the export's epoch (run time 0), µs
+    events.append({"ph": "M", "name": "process_name", "pid": 424242, "tid": 0, "args": {"name": "MsprofTx"}})
+    for s in steps:
+        start_us = base_us + s["host_start_ns"] / 1e3
+        dur_us = (s["sync_end_ns"] - s["host_start_ns"]) / 1e3
+        events.append({"ph": "X", "name": "serve one batch", "pid": 424242, "tid": 1, "ts": f"{start_us:.3f}",
+                       "dur": dur_us})  # fmt: skip
+    serving = tmp_path / "trace_view.json"
+    serving.write_bytes(orjson.dumps(events))
+    profile = load_profile(serving)
+    assert "mstx ranges" in str(profile.meta["steps_from"])
+    frames = profile.step_frames.to_pylist()  # type: ignore[union-attr]
+    assert [f["op_count"] for f in frames] == [s["op_count"] for s in steps]
