@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,9 +30,17 @@ def cli(*args: object, cwd: Path | None = None) -> Result:
 
 
 def process(*args: object, cwd: Path | None = None, timeout: float = 120, **kw: object) -> subprocess.Popen[bytes]:
-    """`atbprof ARGS` as a real process (signals, real stdout), started and returned."""
+    """`atbprof ARGS` as a real process (signals, real stdout), started and returned. It gets Ctrl-C as a terminal's
+    foreground job does, even when the tests themselves run as a background job of a script (which starts them
+    with SIGINT ignored, and Python keeps an ignored SIGINT ignored)."""
     cmd = [sys.executable, "-c", "from atbprof.commands import main; main()", *map(str, args)]
-    return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)  # type: ignore[call-overload]
+    return subprocess.Popen(  # type: ignore[call-overload]
+        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint, **kw
+    )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
