@@ -27,6 +27,7 @@ _LABEL = {
     "add_norm": "Add->Norm",
     "norm_matmul": "Norm->MatMul",
     "fused_norm": "fused norm",
+    "fused_op": "fused op",
 }
 FRAMEWORK_METHOD = "host time of the calls: a fused call costs about the longest of them"
 _API_HINT = {
@@ -184,7 +185,7 @@ def _summary(name: str, findings: list[Finding], breakdown: Breakdown, whatif: W
         return in_scope.per_step if in_scope and scope and scope.steps > 1 else f.count
 
     def count(f: Finding) -> str:
-        return f"{per_scope(f):g} {f.fused_as if f.kind == 'fused_norm' else _LABEL[f.kind]}"
+        return f"{per_scope(f):g} {f.fused_as if f.kind in ('fused_norm', 'fused_op') else _LABEL[f.kind]}"
 
     opp = [f for f in findings if f.opportunity and f.level == level]
     fused = [f for f in findings if not f.opportunity and f.level == level]

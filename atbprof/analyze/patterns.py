@@ -20,8 +20,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from atbprof.errors import ConfigError
 
-FindingKind = Literal["decomposed_rmsnorm", "decomposed_layernorm", "add_norm", "norm_matmul", "fused_norm"]
-KINDS: tuple[str, ...] = ("decomposed_rmsnorm", "decomposed_layernorm", "add_norm", "norm_matmul", "fused_norm")
+FindingKind = Literal["decomposed_rmsnorm", "decomposed_layernorm", "add_norm", "norm_matmul", "fused_norm", "fused_op"]
+KINDS: tuple[str, ...] = (
+    "decomposed_rmsnorm",
+    "decomposed_layernorm",
+    "add_norm",
+    "norm_matmul",
+    "fused_norm",
+    "fused_op",  # an inference fusion of the catalogue (RoPE, SwiGLU, attention...) already made
+)
 OPPORTUNITY_KINDS = frozenset(KINDS[:4])
 Level = Literal["kernel", "framework"]
 
@@ -197,9 +204,38 @@ def _merge_level(base: LevelPatterns, extra: LevelPatterns) -> LevelPatterns:
 
 @lru_cache(maxsize=1)
 def _builtin() -> PatternFile:
-    """patterns.yaml, parsed once per process (libyaml's loader where PyYAML has it: ~10x the pure-Python one)."""
+    """patterns.yaml, parsed once per process (libyaml's loader where PyYAML has it: ~10x the pure-Python one),
+    with the fusion catalogue's fused kernels and calls (data/fusion_catalogue.yaml: one source of names)."""
     text = resources.files("atbprof.analyze").joinpath("patterns.yaml").read_text(encoding="utf-8")
-    return _parse(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)), "patterns.yaml")
+    doc = _parse(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)), "patterns.yaml")
+    return _with_catalogue(doc)
+
+
+def _with_catalogue(doc: PatternFile) -> PatternFile:
+    """Each catalogue fusion the norm patterns do not cover becomes a class of its fused Types (kernel level) and of
+    its torch_npu calls (framework level), and a pattern that counts it as already fused. Its classes come before
+    the built-in ones: fused forms first, as patterns.yaml orders its own (KvRmsNormRopeCache holds `RmsNorm`)."""
+    from atbprof.fusion.catalogue import fusion_catalogue
+
+    kernel: dict[str, tuple[str, ...]] = {}
+    framework: dict[str, tuple[str, ...]] = {}
+    k_patterns, f_patterns = list(doc.kernel.patterns), list(doc.framework.patterns)
+    for row in fusion_catalogue().fusions:
+        if row.detected != "fused":
+            continue
+        cls = f"Fused_{row.name}"
+        kernel[cls] = row.fused_types
+        framework[cls] = row.framework_names()
+        k_patterns.append(Pattern(name=f"fused-{row.name}", kind="fused_op", regex=f"<{cls}>"))
+        f_patterns.append(Pattern(name=f"npu-fused-{row.name}", kind="fused_op", regex=f"<{cls}>"))
+    kernel.update(doc.kernel.classes)
+    framework.update(doc.framework.classes)
+    return doc.model_copy(
+        update={
+            "kernel": LevelPatterns(classes=kernel, patterns=tuple(k_patterns)),
+            "framework": LevelPatterns(classes=framework, patterns=tuple(f_patterns)),
+        }
+    )
 
 
 def load_patterns(extra_file: str | None = None) -> PatternSet:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from atbprof.commands import analyze, diff, export, figures, open, predict, run, sweep, validate
+from atbprof.commands import analyze, diff, export, figures, fusions, open, predict, run, sweep, validate
 from atbprof.errors import Terminated
 from atbprof.version import __version__
 
@@ -57,6 +57,7 @@ app.command()(diff.diff)
 app.command()(sweep.sweep)
 app.command()(figures.plot)
 app.command()(figures.report)
+app.command()(fusions.fusions)
 
 
 def main() -> None:

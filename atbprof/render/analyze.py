@@ -22,6 +22,7 @@ _KIND = {
     "add_norm": "Add -> Norm",
     "norm_matmul": "Norm -> MatMul",
     "fused_norm": "already fused",
+    "fused_op": "already fused",
 }
 
 

@@ -44,6 +44,7 @@ def test_builtin_patterns_compile_with_one_symbol_per_class() -> None:
         "add_norm",
         "norm_matmul",
         "fused_norm",
+        "fused_op",  # the fusion catalogue's fused kernels
     }
     assert p.kernel.class_of("RmsNormGrad") is None  # backward kernels are not norms
     assert p.kernel.class_of("FusedAddRmsNormMatMul") == "NormMatMul"

@@ -81,7 +81,8 @@ def test_baseline_finds_every_add_norm_and_norm_matmul_edge_of_its_graph(runs: R
         assert len(add_norm) == 63 and len(norm_mm) == 65  # 2 per layer; the first norm reads the embedding
         assert found_pairs(report, profile, "add_norm", step) == add_norm
         assert found_pairs(report, profile, "norm_matmul", step) == norm_mm
-    assert kinds(report) == {"add_norm": 63, "norm_matmul": 65, "fused_norm": 65}
+    # fused_op: the run's flash attention and SwiGLU kernels (its default fusions), counted as already fused
+    assert kinds(report) == {"add_norm": 63, "norm_matmul": 65, "fused_norm": 65, "fused_op": 32}
 
 
 def test_norm_read_by_three_matmuls_is_no_norm_matmul_opportunity(runs: Runs) -> None:
@@ -98,9 +99,13 @@ def test_norm_read_by_three_matmuls_is_no_norm_matmul_opportunity(runs: Runs) ->
 def test_lnfused_has_no_opportunities_and_reports_its_fused_norms(runs: Runs) -> None:
     report = analyze(runs("seed000-lnfused.yaml"))
     assert not report.has_unfused
-    assert [f.kind for f in report.findings] == ["fused_norm", "fused_norm"]
-    fused = {f.fused_as: f.by_phase["decode"].per_step for f in report.findings}
+    norms = [f for f in report.findings if f.kind == "fused_norm"]
+    assert len(norms) == 2 and {f.kind for f in report.findings} == {"fused_norm", "fused_op"}
+    fused = {f.fused_as: f.by_phase["decode"].per_step for f in norms}
     assert fused == {"FusedAddRmsNormMatMul": 63, "FusedRmsNormMatMul": 2}
+    # the catalogue's other fusions the run made: flash attention (one per layer and step) and SwiGLU
+    ops = {f.fused_as: f.count for f in report.findings if f.kind == "fused_op"}
+    assert set(ops) == {"IncreFlashAttention", "PromptFlashAttention", "SwiGlu"} and ops["SwiGlu"] > 0
     assert report.whatif.total_saving_us == 0
     assert "no unfused norms" in report.summary
 
@@ -206,3 +211,12 @@ def test_add_norm_after_a_decomposed_norm_is_not_counted_twice_by_the_device_mod
     saved = sum(f.est_saving_us or 0.0 for f in add_norm)
     adds = next(r for r in report.breakdown.by_op_type if r.name == "Add")
     assert 0 < saved <= adds.charged_us
+
+
+def test_no_catalogue_fusion_is_invented_on_an_unfused_run(runs: Runs) -> None:
+    """fusion=none: no kernel of the catalogue's fused Types runs, so none is reported as already fused; with the
+    default fusions the run's flash attention and RoPE (RotaryMul on the 910A) are."""
+    none = analyze(runs("tiny-llama.yaml", "fusion=none", "workload.decode_tokens=2"), whatif=False)
+    assert not [f for f in none.findings if f.kind == "fused_op"]
+    default = analyze(runs("tiny-llama.yaml", "workload.decode_tokens=2"), whatif=False)
+    assert {f.fused_as for f in default.findings if f.kind == "fused_op"} >= {"IncreFlashAttention", "RotaryMul"}

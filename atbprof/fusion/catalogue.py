@@ -1,0 +1,53 @@
+"""The inference fusion catalogue (data/fusion_catalogue.yaml): every fusion Ascend inference runs, with its fused
+kernel Types, torch_npu API, what it removes, the simulator's rule and how `atbprof analyze` finds it. One source of
+names: `atbprof fusions` lists it, and the analyzer counts each fused Type and API call as a fusion already made."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+CATALOGUE_SCHEMA_VERSION = "1"
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FusionRow(_M):
+    name: str
+    title: str
+    fused_types: tuple[str, ...] = Field(description="the fused kernel's Type (kernel_details.csv / op_summary)")
+    api: tuple[str, ...] = Field(description="torch_npu calls that make it (torch_npu.<api>)")
+    removes: str = Field(description="the unfused sequence it replaces, as device Types")
+    versions: str = Field(description="where names changed between releases")
+    simulated: str = Field(description="the simulator's fusion rule that makes it in a run of ours, or none")
+    detected: Literal["norm-patterns", "fused"] = Field(
+        description="norm-patterns: unfused chains and fused kernels (patterns.yaml); fused: its fused kernels and "
+        "calls are counted as already fused"
+    )
+    source: str
+
+    def framework_names(self) -> tuple[str, ...]:
+        """The framework op names a profile records for its API calls."""
+        return tuple(f"{ns}::{api}" for api in self.api for ns in ("npu", "torch_npu"))
+
+
+class Catalogue(_M):
+    schema_version: str = CATALOGUE_SCHEMA_VERSION
+    fusions: tuple[FusionRow, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of `atbprof fusions --format json`."""
+        return self.model_dump(mode="json")
+
+
+@cache
+def fusion_catalogue() -> Catalogue:
+    """data/fusion_catalogue.yaml, parsed once."""
+    text = resources.files("atbprof.data").joinpath("fusion_catalogue.yaml").read_text(encoding="utf-8")
+    return Catalogue(fusions=tuple(FusionRow.model_validate(r) for r in yaml.safe_load(text)["fusions"]))

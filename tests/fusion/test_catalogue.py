@@ -1,0 +1,53 @@
+"""The inference fusion catalogue (data/fusion_catalogue.yaml): one source of names for `atbprof fusions`, the
+analyzer's already-fused kernels and calls, and the simulator's rules."""
+
+from __future__ import annotations
+
+import orjson
+
+from atbprof.analyze.categories import norm_symbols
+from atbprof.analyze.patterns import OTHER, load_patterns
+from atbprof.fusion import load_rules
+from atbprof.fusion.catalogue import fusion_catalogue
+from tests.reliability.conftest import cli
+
+
+def _examples(globs: tuple[str, ...]) -> list[str]:
+    """A name each glob matches (`UnpadFlashAttention*` -> UnpadFlashAttentionX)."""
+    return [g.replace("*", "X") for g in globs]
+
+
+def test_every_row_names_its_source_and_its_rule() -> None:
+    rules = load_rules().rules
+    for row in fusion_catalogue().fusions:
+        assert row.source and row.fused_types and row.api and row.removes, row.name
+        assert row.simulated == "none" or row.simulated in rules, row.name
+
+
+def test_the_analyzer_knows_every_fused_type_of_the_catalogue() -> None:
+    """A norm row's fused Types are norm kernels of patterns.yaml; every other row's are its own class, found as
+    already fused (no earlier class shadows them)."""
+    patterns = load_patterns()
+    norms = norm_symbols(patterns)
+    for row in fusion_catalogue().fusions:
+        names = _examples(row.fused_types)
+        symbols = patterns.kernel.lookup(names).tolist()
+        if row.detected == "norm-patterns":
+            assert all(s in norms for s in symbols), (row.name, names, symbols)
+        else:
+            assert all(s == patterns.kernel.symbols[f"Fused_{row.name}"] for s in symbols), (row.name, names)
+            calls = patterns.framework.lookup(list(row.framework_names())).tolist()
+            assert OTHER not in calls and len(set(calls)) == 1, row.name
+
+
+def test_fusions_lists_the_catalogue_in_every_format() -> None:
+    doc = orjson.loads(cli("fusions", "--format", "json").stdout)
+    assert doc["schema_version"] == "1"
+    assert [r["name"] for r in doc["fusions"]] == [r.name for r in fusion_catalogue().fusions]
+    assert set(doc["fusions"][0]) == {
+        "name", "title", "fused_types", "api", "removes", "versions", "simulated", "detected", "source",
+    }  # fmt: skip
+    md = cli("fusions", "--format", "md").stdout
+    assert "| fusion | fused kernel Types | torch_npu API |" in md and "torch_npu.npu_swiglu" in md
+    rich = cli("fusions")
+    assert rich.exit_code == 0 and "Rotary position embedding" in rich.stdout
