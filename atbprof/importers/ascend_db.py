@@ -23,6 +23,7 @@ from atbprof.errors import InputError
 from atbprof.importers.assemble import RawFramework, RawOps, RawSteps, assemble
 from atbprof.importers.base import Profile
 from atbprof.importers.csv_tables import PIPE_SIDES
+from atbprof.importers.optypes import base_ascend_types
 from atbprof.inputs import regular_file
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -191,7 +192,7 @@ def _kernels(db: _Db, strings: _Strings) -> RawOps:
             texts = pc.if_else(pc.is_in(texts, pa.array(_MISSING_TEXT)), pa.scalar(None, pa.string()), texts)
         out[ours] = texts
     out["op_name"] = pc.fill_null(out["op_name"], "")
-    out["op_type"] = pc.fill_null(out["op_type"], "")
+    out["op_type"] = base_ascend_types(pc.fill_null(out["op_type"], ""))
     for ours in _NUMERIC:
         out[ours] = _optional_ints(cols[at])
         at += 1

@@ -27,7 +27,7 @@ import pyarrow.csv as pcsv
 from atbprof.errors import InputError
 from atbprof.importers.assemble import RawOps
 from atbprof.importers.device_tasks import kernel_mask
-from atbprof.importers.optypes import ascend_op_type, derive_types
+from atbprof.importers.optypes import ascend_op_type, base_ascend_types, derive_types
 from atbprof.importers.timetext import clean_text, us_to_ns
 from atbprof.inputs import read_bytes, regular_file
 from atbprof.optable.schema import MSPROF_COLUMNS
@@ -158,7 +158,7 @@ def read_op_table(
     out: dict[str, pa.Array] = {}
     name = pc.fill_null(col["op_name"].combine_chunks(), "")
     out["op_name"] = name
-    typ = clean_text(col["op_type"])
+    typ = base_ascend_types(clean_text(col["op_type"]))
     derived = int(typ.null_count)
     out["op_type"] = pc.coalesce(typ, derive_types(name, ascend_op_type)) if derived else typ
     for ours in ("task_start_ns", "task_dur_ns"):

@@ -35,7 +35,21 @@ _COUNTER = re.compile(r"^(.*?)(\d+)$")
 _ACLNN_LIKE = ("aclnn", "Inner")
 
 
+AICORE_SUFFIX = r"^(.+)AiCore$"
+"""CANN names some Types after the core they run on (`AddAiCore`, `CastAiCore`): the base Type is the op."""
+
+
+def base_ascend_types(types: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Ascend Types with the `*AiCore` suffix normalised to their base Type (`AddAiCore` -> `Add`), at the importer
+    boundary, so patterns and diffs see one name per op whichever release wrote the profile."""
+    return pc.replace_substring_regex(types, AICORE_SUFFIX, r"\1")
+
+
 def ascend_op_type(name: str) -> str:
+    return re.sub(AICORE_SUFFIX, r"\1", _ascend_op_type(name))
+
+
+def _ascend_op_type(name: str) -> str:
     if name.startswith("hcom_"):
         match = _HCOM.match(name)
         return match.group(1) if match else name

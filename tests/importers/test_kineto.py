@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow as pa
 import pytest
 
 from atbprof.importers import load_profile
@@ -302,3 +303,26 @@ def test_the_functor_of_a_generic_pytorch_kernel(name: str, functor: str | None)
     """(H200 eager trace names.) PyTorch runs every elementwise aten op as one of a few generic kernels; the op is
     the functor in the template arguments."""
     assert kernel_functor(name) == functor
+
+
+def test_aicore_suffixed_types_are_their_base_type(tmp_path: Path) -> None:
+    """CANN names some Types after their core (`AddAiCore`, `CastAiCore`): read as the base Type, so an Add in front
+    of a RmsNorm is still the Add -> Norm fusion."""
+    from atbprof.analyze import analyze
+    from atbprof.importers.optypes import ascend_op_type, base_ascend_types
+
+    assert ascend_op_type("aclnnAdd_AddAiCore_Add") == "Add" and ascend_op_type("CastAiCore") == "Cast"
+    assert base_ascend_types(pa.array(["AddAiCore", "AiCore", "RmsNorm", None])).to_pylist() == [
+        "Add", "AiCore", "RmsNorm", None,
+    ]  # fmt: skip
+    header = "Step Id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us),"
+    header += "Wait Time(us),Block Dim,Input Shapes,Output Shapes"
+    rows = [
+        '1,4294967295,1,2,aclnnAdd_AddAiCore_Add,AddAiCore,AI_VECTOR_CORE,1000.000\t,5.000,0,40,"""1,4096;1,4096""","""1,4096"""',
+        '1,4294967295,2,2,aclnnRmsNorm_RmsNorm_RmsNorm,RmsNorm,AI_VECTOR_CORE,1006.000\t,7.000,1.000,40,"""1,4096;4096""","""1,4096"""',
+    ]
+    path = tmp_path / "kernel_details.csv"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    profile = load_profile(path)
+    assert profile.ops["op_type"].to_pylist() == ["Add", "RmsNorm"]
+    assert [f.kind for f in analyze(profile, whatif=False).findings if f.opportunity] == ["add_norm"]
