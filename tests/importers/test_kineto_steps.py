@@ -28,40 +28,26 @@ class Trace:
         self.events.append({"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur})
 
     def kernel(self, name: str, launch: float, start: float, dur: float, call: str = "cudaLaunchKernel") -> None:
-        self.corr += 1
-        self.host("cuda_runtime", call, launch, 3.0)
-        self.events[-1]["args"] = {"correlation": self.corr}
-        self.events.append(
-            {
-                "ph": "X",
-                "cat": "kernel",
-                "name": name,
-                "pid": 0,
-                "tid": 7,
-                "ts": start,
-                "dur": dur,
-                "args": {"correlation": self.corr, "stream": 7},
-            }
-        )
+        self._launch(call, launch, 3.0)
+        self._device(name, start, dur)
 
     def graph(self, launch: float, kernels: list[tuple[str, float, float]]) -> None:
         """One cudaGraphLaunch replaying `kernels` (name, start, dur)."""
-        self.corr += 1
-        self.host("cuda_runtime", "cudaGraphLaunch", launch, 20.0)
-        self.events[-1]["args"] = {"correlation": self.corr}
+        self._launch("cudaGraphLaunch", launch, 20.0)
         for name, start, dur in kernels:
-            self.events.append(
-                {
-                    "ph": "X",
-                    "cat": "kernel",
-                    "name": name,
-                    "pid": 0,
-                    "tid": 7,
-                    "ts": start,
-                    "dur": dur,
-                    "args": {"correlation": self.corr, "stream": 7},
-                }
-            )
+            self._device(name, start, dur)
+
+    def _launch(self, call: str, at: float, dur: float) -> None:
+        self.corr += 1
+        self.host("cuda_runtime", call, at, dur)
+        self.events[-1]["args"] = {"correlation": self.corr}
+
+    def _device(self, name: str, start: float, dur: float) -> None:
+        """A kernel of the last launch call."""
+        args = {"correlation": self.corr, "stream": 7}
+        self.events.append(
+            {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": start, "dur": dur, "args": args}
+        )
 
     def write(self, path: Path) -> Path:
         path.write_bytes(gzip.compress(orjson.dumps({"traceEvents": self.events})))
