@@ -259,8 +259,8 @@ def attribute(
         by_layer = _Sums(op_phase, n_phase, layer + 2, k, charged, dur).rows(sc, names, s_span, s_steps, top)
     bcodes, bnames = _bounds(view)
     by_bound = _Sums(op_phase, n_phase, tl(bcodes), len(bnames), charged, dur).rows(sc, bnames, s_span, s_steps)
-    # the step time no kernel is charged (host lead-in, sync, unexplained idle) is a row of each table, so every
-    # table adds up to the span, as the category rows do (it is in their `other`)
+    # the step time no kernel is charged is rows of each table too, so every table adds up to the span as the
+    # category rows do: a profile's idle rows by cause, a run's host lead-in and sync as one row (its `other`)
     unowned = float(frame_over[sc]) if n else 0.0
     scope_causes = _cause_rows(cause_sums[:, sc], s_span, s_steps) if cause_sums is not None else []
     if unowned > 0:

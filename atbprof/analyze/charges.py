@@ -5,7 +5,7 @@ of its duration no earlier op on any stream already covered, so within a step th
 last-end. Where the profile records host launches, an op is charged only the part of the gap its own launch
 explains: the device waited for its launch call (plus the launch latency), for at most that call's cost; the rest
 of the gap - the host reaching the call late (a dataloader, a sync, Python between steps) - is idle time no kernel
-is blamed for, and goes to the step's `other`.
+is blamed for: the step's idle time (a profile's `idle:` rows by cause, idle_causes.py; a run's `other`).
 A step's wall is that device span, or for runs of ours the host frame (host start .. token synced) when longer;
 the difference is the step's `overhead` (host lead-in, token sync, unexplained idle).
 
@@ -13,9 +13,9 @@ A profile with ProfilerStep frames (torch / torch_npu), or a serving loop's iter
 is cut by those frames instead, so its steps partition its
 timeline: a step is its host frame, and holds the ops that start inside it, whichever step launched them (a GPU that
 lags the host runs step k's kernels during frame k+1); an op is charged only what falls inside its frame (a kernel
-running past the frame's end leaves the rest to the next frame's `other`). Ops outside every frame, and the time
-between and around the frames, are the `outside` bucket, not a step. Shared by `attribute` (where the time went) and
-`atbprof diff` (what changed, step by step).
+running past the frame's end leaves the rest to the next frame, as idle no op owns). Ops outside every frame, and the
+time between and around the frames, are the `outside` bucket, not a step. Shared by `attribute` (where the time
+went) and `atbprof diff` (what changed, step by step).
 """
 
 from __future__ import annotations

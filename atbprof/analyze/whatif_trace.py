@@ -28,9 +28,8 @@ ops) is priced the same way from its kernels: the device gives the chain's kerne
 between them; the host gives the span from the chain's first launch to its last launch's end less one launch
 call (the launches and the framework work between them), plus the time it was ahead of the device (the shortest
 queue wait of the chain's kernels) - a graph replay launches the chain at once and is far ahead, so the device
-side decides. The total
-counts framework-level chains where the profile has them (their host time is what a host-bound eager run loses)
-and kernel-level ones otherwise. Pure: tables in, tables out.
+side decides. The total counts framework-level chains where the profile has them (their host time is what a
+host-bound eager run loses) and kernel-level ones otherwise. Pure: tables in, tables out.
 """
 
 from __future__ import annotations
