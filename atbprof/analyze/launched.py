@@ -73,10 +73,11 @@ def kernels_of_calls(findings: pa.Table, framework: pa.Table | None, ops: pa.Tab
     end = start + int_column(framework, "dur_ns", 0)
     by_index = np.argsort(index, kind="stable")
     levels = findings.column("level").to_pylist()
+    sorted_index = index[by_index]  # once: a long trace has thousands of chains
     for i, members in enumerate(findings.column("op_indices").to_pylist()):
         if levels[i] != "framework" or not members:
             continue
-        pos = np.searchsorted(index[by_index], members)
+        pos = np.searchsorted(sorted_index, members)
         rows = by_index[np.clip(pos, 0, len(index) - 1)]
         rows = rows[index[rows] == np.asarray(members)]
         lo, hi = launches.within(start[rows], end[rows])

@@ -98,10 +98,11 @@ def _kernel_savings(findings: pa.Table, ops: pa.Table) -> np.ndarray:
     cost = ops.column("host_launch_dur_ns").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     queued = np.maximum(start - (at + cost), 0).astype(float)
     host = np.full(k, np.inf)  # no launch records: the device decides
+    sorted_index = index[by_index]  # once: a long trace has thousands of chains
     for i, members in enumerate(findings.column("op_indices").to_pylist()):
         if np.isnan(device[i]) or not members:
             continue
-        pos = by_index[np.clip(np.searchsorted(index[by_index], members), 0, len(index) - 1)]
+        pos = by_index[np.clip(np.searchsorted(sorted_index, members), 0, len(index) - 1)]
         if known[pos].all():
             # the host's time from the chain's first launch to its last launch's end: the calls and the framework
             # work between them (a graph replay launches them all at once: nothing)
