@@ -9,7 +9,8 @@ Configs: the fixtures, mutated (values replaced by out-of-range, wrongly typed, 
 duplicated, swapped; bytes inserted, non-UTF-8, truncated; aliases, deep nesting, duplicate keys) and run with
 `atbprof run` (`--set output.max_ops=2000000` bounds the work of a valid mutation). Inputs: the samples under
 ../shared/anchors and a small run of ours, mutated (bytes flipped, inserted, deleted; truncated; lines duplicated;
-numbers negated, scaled, swapped; gzip re-packed) and given to `atbprof analyze` (and `validate` for JSON traces).
+numbers negated, scaled, swapped; gzip re-packed; the GPU serving traces too) and given to `atbprof analyze` (and
+`validate` for JSON traces).
 
 Outcomes: `ok` (exit 0, and the JSON report is sane: finite numbers, no negative times), `clean error` (exit 1-3,
 one `error:` message on stderr, no traceback; exit 1 only where the command defines it), `crash` (exit 70, any
@@ -235,6 +236,7 @@ def config_cases(n: int, seed: int) -> list[dict[str, Any]]:
 def input_samples(our_run: Path) -> list[Path]:
     found = [p for p in (SHARED / "ascend_samples").rglob("*") if p.is_file() and p.suffix in (".csv", ".json")]
     found += [p for p in (SHARED / "traces").glob("*") if p.name.endswith((".json", ".json.gz"))]
+    found += [p for p in (SHARED / "gpu").glob("*") if p.name.endswith((".json", ".json.gz"))]  # serving-era traces
     found += [our_run / "ops.parquet"]
     keep = [p for p in found if p.stat().st_size > 0 and "profiler_info" not in p.name and "metadata" not in p.name]
     return sorted(keep)
