@@ -67,7 +67,8 @@ def _norm_ops(view: OpView, findings: pa.Table, patterns: PatternSet, has_roles:
         norm_role = np.array([r.endswith((".norm", ".residual")) for r in roles] + [False], dtype=bool)[codes]
         return norm_role, folded_type & ~norm_role
     kernel = findings.filter(pc.equal(findings.column("level"), "kernel"))
-    kernel = kernel.filter(pc.invert(pc.equal(kernel.column("kind"), "norm_matmul")))
+    # the norms and the Adds in front of them; not a Norm->MatMul's MatMul, nor the catalogue's other fusions
+    kernel = kernel.filter(pc.invert(pc.is_in(kernel.column("kind"), pa.array(["norm_matmul", "fused_op"]))))
     members = pc.list_flatten(kernel.column("op_indices")).to_numpy() if kernel.num_rows else np.zeros(0, np.int64)
     norm = np.isin(view.op_index, members)
     lut = np.append(patterns.kernel.lookup(names), np.uint8(0))

@@ -35,6 +35,8 @@ def test_qwen3_has_54_add_rmsnorm_pairs(load: Loader) -> None:
     }
     add = next(f for f in report.findings if f.kind == "add_norm")
     assert add.examples[0].op_types == ["Add", "RmsNorm"]
+    # norm-related: the 112 norms and the 54 Adds in front of them, not the already-fused RoPE / SwiGLU / attention
+    assert report.breakdown.phases[0].norm.ops == 166
     assert "no data edges" in add.evidence
     assert report.has_unfused
     # the device predict infers from the same profile: its Block Dims (24 cube cores) and cycle counters
