@@ -17,7 +17,7 @@ from atbprof.analyze.detect import first_tensor
 from atbprof.analyze.module_roles import MODULE_RULE, by_modules
 from atbprof.analyze.patterns import PatternSet
 from atbprof.analyze.training import ops_matching, training_phases
-from atbprof.analyze.view import OpView, int_column
+from atbprof.analyze.view import OpView, RowsOf, int_column
 from atbprof.sim.categories import CATEGORIES
 
 CATEGORY_NAMES = ("attention", "ffn", "other", "communication", "memory")
@@ -105,11 +105,7 @@ def _framework_chain_starts(findings: pa.Table, framework: pa.Table | None, view
     launch = view.ints("host_launch_start_ns")
     if not firsts or not (launch >= 0).any():
         return np.zeros(0, np.int64)
-    index = int_column(framework, "index", 0)
-    by_index = np.argsort(index, kind="stable")
-    pos = by_index[np.clip(np.searchsorted(index[by_index], firsts), 0, len(index) - 1)]
-    pos = pos[index[pos] == np.asarray(firsts)]
-    call_start = int_column(framework, "start_ns", 0)[pos]
+    call_start = int_column(framework, "start_ns", 0)[RowsOf(int_column(framework, "index", 0)).rows(firsts)]
     known = np.flatnonzero(launch >= 0)
     order = known[np.argsort(launch[known], kind="stable")]
     at = np.searchsorted(launch[order], call_start, side="left")

@@ -20,37 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from atbprof.analyze.intervals import covered, union
+
 IDLE_CAUSES = ("synchronisation", "graph/launch", "host dispatch", "unexplained")
-
-
-def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted intervals covering the same time."""
-    if not len(start):
-        return start, end
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    starts = s[new]
-    ends = np.maximum.reduceat(reach, np.flatnonzero(new))
-    return starts, ends
-
-
-def _covered(lo: np.ndarray, hi: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Length of [lo, hi) that the disjoint sorted intervals (starts, ends) cover, per interval."""
-    if not len(starts):
-        return np.zeros(len(lo), np.int64)
-    cum = np.concatenate([[0], np.cumsum(ends - starts)])
-
-    def upto(t: np.ndarray) -> np.ndarray:
-        # covered length in (-inf, t)
-        k = np.searchsorted(starts, t, side="right")  # intervals starting before t
-        inside = np.clip(t - starts[np.clip(k - 1, 0, None)], 0, None)
-        last = np.minimum(inside, (ends - starts)[np.clip(k - 1, 0, None)])
-        return np.where(k > 0, cum[np.clip(k - 1, 0, None)] + last, 0)
-
-    return upto(hi) - upto(lo)
 
 
 def split_idle(
@@ -80,7 +52,7 @@ def split_idle(
         layers.append(layers[-1])
     cum = [np.zeros(len(lo), np.int64)]
     for s, e in layers:  # each layer holds the ones before it: covered lengths are cumulative
-        cum.append(np.minimum(_covered(lo, hi, *_union(s, e)), total))
+        cum.append(np.minimum(covered(lo, hi, *union(s, e)), total))
     cum.append(total)
     stacked = np.stack(cum, axis=1)
     return np.diff(np.maximum.accumulate(stacked, axis=1), axis=1)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from atbprof.analyze.view import int_column
+from atbprof.analyze.view import RowsOf, int_column
 
 
 @dataclass(frozen=True)
@@ -68,18 +68,14 @@ def kernels_of_calls(findings: pa.Table, framework: pa.Table | None, ops: pa.Tab
     launches = LaunchIndex.of(ops)
     if framework is None or not framework.num_rows or launches is None:
         return device, count
-    index = int_column(framework, "index", 0)
+    calls = RowsOf(int_column(framework, "index", 0))
     start = int_column(framework, "start_ns", 0)
     end = start + int_column(framework, "dur_ns", 0)
-    by_index = np.argsort(index, kind="stable")
     levels = findings.column("level").to_pylist()
-    sorted_index = index[by_index]  # once: a long trace has thousands of chains
     for i, members in enumerate(findings.column("op_indices").to_pylist()):
         if levels[i] != "framework" or not members:
             continue
-        pos = np.searchsorted(sorted_index, members)
-        rows = by_index[np.clip(pos, 0, len(index) - 1)]
-        rows = rows[index[rows] == np.asarray(members)]
+        rows = calls.rows(members)
         lo, hi = launches.within(start[rows], end[rows])
         device[i] = float(launches.device_ns(lo, hi).sum())
         count[i] = int((hi - lo).sum())

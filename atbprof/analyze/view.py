@@ -75,6 +75,24 @@ def running_max_in_groups(values: np.ndarray, group_first: np.ndarray) -> np.nda
     return out
 
 
+class RowsOf:
+    """Row positions of the values of an index column (op_index, a framework table's `index`), sorted once: a long
+    trace asks it for thousands of findings' members."""
+
+    def __init__(self, index: np.ndarray) -> None:
+        self.index = index
+        self.order = np.argsort(index, kind="stable")
+        self.sorted = index[self.order]
+
+    def rows(self, values: list[int] | np.ndarray) -> np.ndarray:
+        """The rows holding `values`, in their order; values not in the column are left out."""
+        wanted = np.asarray(values, np.int64)
+        if not len(self.index) or not len(wanted):
+            return np.zeros(0, np.int64)
+        at = self.order[np.clip(np.searchsorted(self.sorted, wanted), 0, len(self.index) - 1)]
+        return at[self.index[at] == wanted]
+
+
 @dataclass(frozen=True)
 class OpView:
     table: pa.Table

@@ -38,9 +38,11 @@ import numpy as np
 import pyarrow as pa
 
 from atbprof.analyze.detect import first_tensor
+from atbprof.analyze.intervals import covered, union
 from atbprof.analyze.launched import LaunchIndex
 from atbprof.analyze.patterns import OPPORTUNITY_KINDS
 from atbprof.analyze.report import WhatIf
+from atbprof.analyze.view import RowsOf
 from atbprof.analyze.whatif import _with_estimates, counted, framework_savings, profile_whatif
 from atbprof.device.gpus import GpuSpec
 
@@ -55,30 +57,6 @@ TRACE = (
 )
 
 
-def _busy_cumulative(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """The union of every stream's kernel intervals as (merged starts, cumulative busy ns at each merged end)."""
-    start = ops.column("task_start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
-    end = start + ops.column("task_dur_ns").to_numpy(zero_copy_only=False).astype(np.int64)
-    order = np.argsort(start, kind="stable")
-    start, end = start[order], end[order]
-    reach = np.maximum.accumulate(end) if len(end) else end
-    new = np.ones(len(start), bool)
-    new[1:] = start[1:] > reach[:-1]  # a kernel that starts after everything before it ended opens a merged run
-    idx = np.flatnonzero(new)
-    m_start = start[idx]
-    m_end = np.append(reach[idx[1:] - 1], reach[-1]) if len(idx) else reach
-    return m_start, np.vstack([m_end, np.cumsum(m_end - m_start)])
-
-
-def _busy_before(t: np.ndarray, merged: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Device-busy ns from the trace's start up to each time in `t`."""
-    m_start, (m_end, cum) = merged
-    k = np.searchsorted(m_start, t, side="right") - 1  # the merged run starting at or before t
-    inside = np.where(k >= 0, np.minimum(t, m_end[np.clip(k, 0, None)]) - m_start[np.clip(k, 0, None)], 0)
-    done_before = np.where(k >= 1, cum[np.clip(k - 1, 0, None)], 0)
-    return np.where(k >= 0, done_before + np.maximum(inside, 0), 0)
-
-
 def _counted(findings: pa.Table, framework: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     """Framework-level chains where there are any (the host time a host-bound eager run loses is theirs), else the
     kernel-level ones: one level, so a chain found at both is counted once."""
@@ -89,8 +67,7 @@ def _kernel_savings(findings: pa.Table, ops: pa.Table) -> np.ndarray:
     """Per kernel-level finding: min(device side, host side) as the module docstring says; NaN elsewhere."""
     device = framework_savings(findings, level="kernel")
     k = findings.num_rows
-    index = ops.column("op_index").to_numpy(zero_copy_only=False).astype(np.int64)
-    by_index = np.argsort(index, kind="stable")
+    ops_of = RowsOf(ops.column("op_index").to_numpy(zero_copy_only=False).astype(np.int64))
     start = ops.column("task_start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
     launch = ops.column("host_launch_start_ns")
     known = np.asarray(launch.is_valid().to_numpy(zero_copy_only=False), bool)
@@ -98,11 +75,12 @@ def _kernel_savings(findings: pa.Table, ops: pa.Table) -> np.ndarray:
     cost = ops.column("host_launch_dur_ns").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     queued = np.maximum(start - (at + cost), 0).astype(float)
     host = np.full(k, np.inf)  # no launch records: the device decides
-    sorted_index = index[by_index]  # once: a long trace has thousands of chains
     for i, members in enumerate(findings.column("op_indices").to_pylist()):
-        if np.isnan(device[i]) or not members:
+        if np.isnan(device[i]):
             continue
-        pos = by_index[np.clip(np.searchsorted(sorted_index, members), 0, len(index) - 1)]
+        pos = ops_of.rows(members)
+        if not len(pos):
+            continue
         if known[pos].all():
             # the host's time from the chain's first launch to its last launch's end: the calls and the framework
             # work between them (a graph replay launches them all at once: nothing)
@@ -148,8 +126,9 @@ def whatif_from_trace(
     if framework.any() and ops.num_rows:
         a = findings.column("start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
         b = a + findings.column("time_ns").to_numpy(zero_copy_only=False).astype(np.int64)
-        merged = _busy_cumulative(ops)
-        idle = (b - a) - (_busy_before(b, merged) - _busy_before(a, merged))
+        start = ops.column("task_start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+        busy = union(start, start + ops.column("task_dur_ns").to_numpy(zero_copy_only=False).astype(np.int64))
+        idle = (b - a) - covered(a, b, *busy)  # the device idle during the chain, over every stream
         launches = LaunchIndex.of(ops)
         if launches is None:
             chain_dev = longest_dev = shortest_dev = ahead = np.zeros(k)

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from atbprof.errors import InputError
+from atbprof.importers.device_tasks import MODEL_ID_NONE
 from atbprof.importers.ours import RUN_JSON_MAX_BYTES
 from atbprof.inputs import read_bytes
 from atbprof.optable.schema import STEPS_SCHEMA, check_times, ops_metadata, read_steps
@@ -30,7 +31,6 @@ from atbprof.optable.schema import STEPS_SCHEMA, check_times, ops_metadata, read
 EPOCH_BASE_NS = 1_735_689_600_000_000_000
 """2025-01-01T00:00:00Z: run time 0 in every export (a constant, not the wall clock: exports are reproducible)."""
 DEVICE_ID = 0
-MODEL_ID_NONE = 4294967295  # msprof's "no model" (eager / single-op execution)
 GRAPH_MODEL_ID = 1
 """The Model ID a graph-mode run's kernels carry: a captured graph's tasks name their model (real ACL graph captures
 show small ids, e.g. 46-49; eager tasks 4294967295), which importers read as `graph_launch`."""

@@ -23,6 +23,7 @@ from atbprof.errors import InputError
 from atbprof.importers.assemble import RawFramework, RawOps, RawSteps, assemble
 from atbprof.importers.base import Profile
 from atbprof.importers.csv_tables import PIPE_SIDES
+from atbprof.importers.device_tasks import graph_task
 from atbprof.importers.optypes import base_ascend_types
 from atbprof.inputs import regular_file
 
@@ -197,9 +198,8 @@ def _kernels(db: _Db, strings: _Strings) -> RawOps:
         out[ours] = _optional_ints(cols[at])
         at += 1
     launch_start, launch_end = _optional_ints(cols[at]), _optional_ints(cols[at + 1])
-    # a captured graph's task names its model; 4294967295 is msprof's "no model" (eager)
     model = [m if isinstance(m, int) and not isinstance(m, bool) else None for m in cols[at + 2]]
-    out["graph_launch"] = pa.array([None if m is None else m != 4294967295 for m in model], pa.bool_())
+    out["graph_launch"] = pa.array([graph_task(m) for m in model], pa.bool_())
     if launch_start.null_count < len(launch_start):
         out["host_launch_start_ns"] = launch_start
         out["host_launch_dur_ns"] = pc.subtract(launch_end, launch_start)

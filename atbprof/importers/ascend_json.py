@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.importers.assemble import RawFramework, RawOps, RawSteps
-from atbprof.importers.device_tasks import is_kernel_task
-from atbprof.importers.kineto_steps import find_iterations
+from atbprof.importers.device_tasks import graph_task, is_kernel_task
+from atbprof.importers.kineto_steps import iterations_of
 from atbprof.importers.optypes import ascend_op_type, derive_types
 from atbprof.importers.trace_events import TraceEvents, dims_texts, int_arg, str_arg, text_of
 from atbprof.writers.ranks import FLOW_MARKER
@@ -111,23 +111,15 @@ def read_ascend_trace(trace: TraceEvents) -> AscendTrace:
         ops.step_time_ns = _step_times(trace, kernels, comm_ops, ops)
     elif kernels:
         # a serving capture (vllm-ascend, MindIE) records no ProfilerStep: its iterations (kineto_steps.py)
-        start = np.asarray(ops.columns["task_start_ns"].to_numpy(), np.int64)
-        end = start + np.asarray(ops.columns["task_dur_ns"].to_numpy(), np.int64)
-        launched = ops.columns["host_launch_start_ns"]
-        launch_ns = np.where(
-            np.asarray(launched.is_valid().to_numpy(zero_copy_only=False), bool),
-            np.asarray(launched.fill_null(0).to_numpy(zero_copy_only=False), np.int64),
-            start,
-        )
         marked = None
         if marked_x:  # mstx ranges (mstx.range_start / range_end): what the serving framework or the user marked
             at = np.array(marked_x, np.int64)
             at = at[trace.has_ts[at] & trace.has_dur[at]]
             marked = (trace.ts_ns[at], trace.ts_ns[at] + np.maximum(trace.dur_ns[at], 0), "mstx ranges (MsprofTx)")
-        found = find_iterations(trace, trace.ts_ns, launch_ns, start, end, marked)
-        if found is not None:
+        cut = iterations_of(trace, trace.ts_ns, ops, marked)
+        if cut is not None:
+            found, ops.step_time_ns = cut
             steps, found_by = found.frames, found.found_by
-            ops.step_time_ns = start
     timed = trace.timed
     meta: dict[str, object] = {
         "producer": "torch_npu" if python else "msprof",
@@ -241,19 +233,11 @@ def _ops(trace: TraceEvents, kernels: list[int], comm_ops: list[int], comm: dict
         "task_wait_ns": pa.array(_waits(start, dur), pa.int64()),
         "host_launch_start_ns": pa.array([h[0] if h else None for h in hosts], pa.int64()),
         "host_launch_dur_ns": pa.array([h[1] if h else None for h in hosts], pa.int64()),
-        # a task of a captured graph names its model; 4294967295 is msprof's "no model" (eager)
         "graph_launch": pa.array(
-            [_graph_task(int_arg(a, "Model Id")) for a in args[: len(kernels)]] + [None] * len(comm_ops), pa.bool_()
+            [graph_task(int_arg(a, "Model Id")) for a in args[: len(kernels)]] + [None] * len(comm_ops), pa.bool_()
         ),
     }
     return RawOps(cols)
-
-
-MODEL_ID_NONE = 4294967295
-
-
-def _graph_task(model: int | None) -> bool | None:
-    return None if model is None else model != MODEL_ID_NONE
 
 
 def _tid_int(tid: object) -> int | None:

@@ -26,7 +26,7 @@ import pyarrow.csv as pcsv
 
 from atbprof.errors import InputError
 from atbprof.importers.assemble import RawOps
-from atbprof.importers.device_tasks import kernel_mask
+from atbprof.importers.device_tasks import MODEL_ID_NONE, kernel_mask
 from atbprof.importers.optypes import ascend_op_type, base_ascend_types, derive_types
 from atbprof.importers.timetext import clean_text, us_to_ns
 from atbprof.inputs import read_bytes, regular_file
@@ -175,7 +175,7 @@ def read_op_table(
             out[ours] = _optional_int(variant.names[ours], col[ours], warnings)
     if "graph_launch" in col:
         model = clean_text(col["graph_launch"])
-        out["graph_launch"] = pc.not_equal(model, pa.scalar("4294967295"))  # null stays null: not recorded
+        out["graph_launch"] = pc.not_equal(model, pa.scalar(str(MODEL_ID_NONE)))  # graph_task; null: not recorded
     for ours in ("input_shapes", "output_shapes"):
         if ours in col:
             out[ours] = _shapes(col[ours])

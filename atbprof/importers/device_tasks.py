@@ -23,6 +23,15 @@ KERNEL_TASK_TYPES = frozenset(
     | {"AICORE_SQE", "AIV_SQE", "AICPU_SQE", "AI_CORE_SQE", "AI_VECTOR_CORE_SQE", "AI_CPU_SQE"}
 )
 COMMUNICATION_TASK_TYPES = frozenset({"HCCL", "COMMUNICATION"})
+MODEL_ID_NONE = 4294967295
+"""msprof's Model ID of a task no model holds (eager, single-op); a captured graph's tasks name their model."""
+
+
+def graph_task(model: int | None) -> bool | None:
+    """Whether a task with this Model ID was replayed from a captured graph (None: not recorded)."""
+    return None if model is None else model != MODEL_ID_NONE
+
+
 UNTYPED = frozenset({"", "N/A", "Other", "OTHER", "UNKNOWN"})
 """Task types that do not tell a kernel from a runtime task (the name does)."""
 RUNTIME_TASK_NAMES = frozenset({"Notify Wait", "Notify Record", "Write Value", "SDMA", "Memcpy", "Memset"})

@@ -32,7 +32,7 @@ import yaml
 
 from atbprof.importers.ascend_json import PROFILER_STEP
 from atbprof.importers.assemble import RawFramework, RawHostCalls, RawOps, RawSteps
-from atbprof.importers.kineto_steps import find_iterations
+from atbprof.importers.kineto_steps import iterations_of
 from atbprof.importers.optypes import derive_types, gpu_op_type
 from atbprof.importers.trace_events import TraceEvents, int_arg
 
@@ -98,15 +98,12 @@ def read_kineto(
     if steps:
         idx = [i for i, _ in steps]
         frames = RawSteps(np.array([n for _, n in steps], np.int64), ts[idx], trace.dur_ns[idx])
-    elif kernels and ops.step_time_ns is not None:
+    elif kernels and (cut := iterations_of(trace, ts, ops)) is not None:
         # a serving loop records no ProfilerStep: its iterations, cut on the device timeline (kineto_steps.py)
-        start = np.asarray(ops.columns["task_start_ns"].to_numpy(), np.int64)
-        end = start + np.asarray(ops.columns["task_dur_ns"].to_numpy(), np.int64)
-        found = find_iterations(trace, ts, ops.step_time_ns, start, end)
-        if found is not None:
-            frames = found.frames
-            ops = RawOps(ops.columns, start)  # the windows are device time: an op is in the one it starts in
-            launch_meta["steps_from"] = found.found_by
+        found, device_start = cut
+        frames = found.frames
+        ops = RawOps(ops.columns, device_start)
+        launch_meta["steps_from"] = found.found_by
     timed = trace.timed
     first = int(ts[timed].min()) if timed.any() else None
     meta: dict[str, object] = {
@@ -127,11 +124,11 @@ def read_kineto(
     calls = None
     python = np.flatnonzero(complete & trace.where("cat", ("python_function",)) & trace.has_ts & trace.has_dur)
     if launches or len(python):
-        names = trace.texts("name", launches)
-        sync = np.asarray(pc.is_in(names, pa.array(sorted(sync_calls()))).to_numpy(zero_copy_only=False), bool)
         rows = np.concatenate([np.array(launches, np.int64), python])
-        kinds = [*np.where(sync, "sync", "runtime").tolist(), *(["python"] * len(python))]
-        calls = RawHostCalls(kinds, trace.texts("name", rows.tolist()), ts[rows], np.maximum(trace.dur_ns[rows], 0))
+        names = trace.texts("name", rows.tolist())
+        sync = pc.is_in(names.slice(0, len(launches)), pa.array(sorted(sync_calls()))).to_numpy(zero_copy_only=False)
+        kinds = [*np.where(np.asarray(sync, bool), "sync", "runtime").tolist(), *(["python"] * len(python))]
+        calls = RawHostCalls(kinds, names, ts[rows], np.maximum(trace.dur_ns[rows], 0))
     return ops, cpu, frames, first, meta, calls
 
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
-from atbprof.importers.assemble import RawSteps
+from atbprof.importers.assemble import RawOps, RawSteps
 from atbprof.importers.trace_events import TraceEvents
 
 ITERATION = "iteration"
@@ -74,6 +74,27 @@ def vocabulary() -> StepVocabulary:
 class Iterations:
     frames: RawSteps  # device-time windows, absolute ns, kind ITERATION
     found_by: str  # the rule, as a sentence for reports
+
+
+def iterations_of(
+    trace: TraceEvents, ts: np.ndarray, ops: RawOps, marked: tuple[np.ndarray, np.ndarray, str] | None = None
+) -> tuple[Iterations, np.ndarray] | None:
+    """`find_iterations` for an importer's op rows, and each op's device start (absolute ns): the windows are
+    device time, so an op's step is the window it starts in. An op is placed by its host launch, or by its device
+    start where no launch is recorded."""
+    start = np.asarray(ops.columns["task_start_ns"].to_numpy(), np.int64)
+    end = start + np.asarray(ops.columns["task_dur_ns"].to_numpy(), np.int64)
+    launch_ns = ops.step_time_ns
+    if launch_ns is None:
+        launched = ops.columns.get("host_launch_start_ns")
+        launch_ns = start
+        if launched is not None:
+            known = np.asarray(launched.is_valid().to_numpy(zero_copy_only=False), bool)
+            launch_ns = np.where(
+                known, np.asarray(launched.fill_null(0).to_numpy(zero_copy_only=False), np.int64), start
+            )
+    found = find_iterations(trace, ts, launch_ns, start, end, marked)
+    return (found, start) if found is not None else None
 
 
 def find_iterations(
