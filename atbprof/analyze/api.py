@@ -26,6 +26,7 @@ _LABEL = {
     "decomposed_layernorm": "decomposed LayerNorm",
     "add_norm": "Add->Norm",
     "norm_matmul": "Norm->MatMul",
+    "unfused_op": "unfused",
     "fused_norm": "fused norm",
     "fused_op": "fused op",
 }
@@ -63,11 +64,32 @@ def _framework_names(framework: pa.Table | None, indices: list[int]) -> list[str
     return [by_index.get(i, "?") for i in indices]
 
 
+def _catalogue_of(patterns: PatternSet) -> dict[str, tuple[str, str]]:
+    """pattern name -> (catalogue row, the call that makes its fused kernel) for the catalogue's patterns."""
+    from atbprof.fusion.catalogue import fusion_catalogue
+
+    rows = {r.name: r for r in fusion_catalogue().fusions}
+    out: dict[str, tuple[str, str]] = {}
+    for level in (patterns.kernel, patterns.framework):
+        for cp in level.patterns:
+            row = rows.get(cp.spec.fusion)
+            if row is not None:
+                out[cp.spec.name] = (row.name, " / ".join(f"torch_npu.{a}" for a in row.api))
+    return out
+
+
 def _findings(
-    table: pa.Table, view: OpView, framework: pa.Table | None, breakdown: Breakdown, top: int, method: str
+    table: pa.Table,
+    view: OpView,
+    framework: pa.Table | None,
+    breakdown: Breakdown,
+    top: int,
+    method: str,
+    patterns: PatternSet,
 ) -> list[Finding]:
     if not table.num_rows:
         return []
+    catalogue = _catalogue_of(patterns)
     keys = ("level", "kind", "pattern", "fused_as")
     # one integer group key from the dictionary codes of the key columns (no Python object per occurrence)
     group = np.zeros(table.num_rows, dtype=np.int64)
@@ -139,6 +161,10 @@ def _findings(
                 pattern=pattern,
                 fused_as=fused_as,
                 rule=head["rule"],
+                fusion=catalogue[pattern][0] if pattern in catalogue else None,
+                api=(catalogue[pattern][1] if pattern in catalogue else _API_HINT.get(kind))
+                if kind in OPPORTUNITY_KINDS
+                else None,
                 opportunity=kind in OPPORTUNITY_KINDS,
                 count=len(rows),
                 time_us=round(float(time[rows].sum()) / 1e3, 3),
@@ -185,17 +211,19 @@ def _summary(name: str, findings: list[Finding], breakdown: Breakdown, whatif: W
         return in_scope.per_step if in_scope and scope and scope.steps > 1 else f.count
 
     def count(f: Finding) -> str:
+        if f.kind == "unfused_op":
+            return f"{per_scope(f):g} unfused {f.fusion or f.fused_as}"
         return f"{per_scope(f):g} {f.fused_as if f.kind in ('fused_norm', 'fused_op') else _LABEL[f.kind]}"
 
     opp = [f for f in findings if f.opportunity and f.level == level]
     fused = [f for f in findings if not f.opportunity and f.level == level]
     head = f"{name}: " + (
-        f"{sum(per_scope(f) for f in opp):g} unfused-norm opportunities {unit}".rstrip()
+        f"{sum(per_scope(f) for f in opp):g} fusion opportunities {unit}".rstrip()
         + " ("
         + ", ".join(count(f) for f in opp)
         + ")"
         if opp
-        else "no unfused norms"
+        else "no missed fusions"
     )
     parts = [head]
     if scope is not None and scope.norm.ops:
@@ -361,14 +389,14 @@ def analyze(
         device, clock_mhz, why = infer_device(profile.ops, meta)  # the same choice `predict` makes
         if ours:
             notes.append("run.json has no readable config/summary: the what-if uses the device model instead")
-        found, wi = whatif_device_model(found, device, why, breakdown.span_us, clock_mhz)
+        found, wi = whatif_device_model(found, device, why, breakdown.span_us, clock_mhz, view)
     method = {
         "resimulated": "re-simulated",
         "device-model": f"device model ({wi.device})",
         "trace": "measured from the trace (host time removed, capped by the device's idle time)",
         "none": "not estimated",
     }
-    findings = _findings(found, view, profile.framework, breakdown, top, method[wi.method])
+    findings = _findings(found, view, profile.framework, breakdown, top, method[wi.method], patterns)
     if profile.kind == "kineto":  # a CPU/CUDA torch trace: name the portable fused API first
         findings = [
             f.model_copy(update={"fused_as": f"{_PORTABLE[f.fused_as]} ({f.fused_as} on Ascend)"})
@@ -387,7 +415,7 @@ def analyze(
     next_commands = _next_commands(profile, findings, cfg is not None)
     for f in findings:
         if f.opportunity and f.level == "kernel" and not ours:
-            notes.append(f"{_LABEL[f.kind]}: {_API_HINT[f.kind]}")
+            notes.append(f"{f.fusion or _LABEL[f.kind]}: {f.api}")
     source = Source(
         kind=profile.kind,
         path=profile.source,

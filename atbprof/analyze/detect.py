@@ -36,6 +36,13 @@ def member_ranges(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.
     return members, offsets
 
 
+def _without(members: np.ndarray, offsets: np.ndarray, skip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`member_ranges` output less the positions where `skip` is set (a pattern's `between` ops)."""
+    keep = ~skip[members]
+    kept = np.add.reduceat(keep.astype(np.int64), offsets[:-1]) if len(members) else np.zeros(0, np.int64)
+    return members[keep], np.concatenate(([0], np.cumsum(kept))).astype(np.int64)
+
+
 @lru_cache(maxsize=4096)  # a profile has few distinct shape strings
 def first_tensor(shapes: str | None) -> tuple[int, ...] | None:
     """'4096,1,1024;1024' -> (4096, 1, 1024); None when absent or not numeric."""
@@ -55,9 +62,9 @@ def same_tensor(a: tuple[int, ...] | None, b: tuple[int, ...] | None) -> bool:
     return a == b or (a[-1:] == b[-1:] and int(np.prod(a)) == int(np.prod(b)))
 
 
-def scan(level: CompiledLevel, view: OpView) -> list[tuple[CompiledPattern, np.ndarray, np.ndarray]]:
+def scan(level: CompiledLevel, view: OpView) -> tuple[list[tuple[CompiledPattern, np.ndarray, np.ndarray]], np.ndarray]:
     """(pattern, first position, end position) of every match, in view order; claimed ops are hidden from later
-    patterns."""
+    patterns. Also the class symbol of each op (a pattern's `between` ops inside a match are not its members)."""
     n = len(view)
     lut = np.append(level.lookup(view.type_names), np.uint8(OTHER))  # code -1 (null type) -> other
     symbols = _functor_symbols(level, view, lut[view.type_codes])
@@ -84,7 +91,7 @@ def scan(level: CompiledLevel, view: OpView) -> list[tuple[CompiledPattern, np.n
             out.append((cp, first[ok], last[ok] + 1))
         else:
             out.append((cp, np.zeros(0, np.int64), np.zeros(0, np.int64)))
-    return out
+    return out, symbols
 
 
 def _functor_symbols(level: CompiledLevel, view: OpView, symbols: np.ndarray) -> np.ndarray:
@@ -208,9 +215,12 @@ def _table(
     last: np.ndarray,
     evidence: np.ndarray,
     kernel_level: bool,
+    skip: np.ndarray | None = None,
 ) -> pa.Table:
     k = len(first)
     members, offsets = member_ranges(first, last)
+    if skip is not None:
+        members, offsets = _without(members, offsets, skip)
     starts = offsets[:-1]
     kernel = np.add.reduceat(view.dur[members], starts) if k else np.zeros(0, np.int64)
     longest = np.maximum.reduceat(view.dur[members], starts) if k else np.zeros(0, np.int64)
@@ -281,9 +291,11 @@ def detect_kernels(
     view = view or OpView.build(ops)
     edge_map = _edge_map(edges) if edges is not None else {}
     parts = []
-    for cp, first, last in scan(patterns.kernel, view):
+    matches, symbols = scan(patterns.kernel, view)
+    for cp, first, last in matches:
         keep, evidence = _check(cp, view, first, last, edge_map)
-        parts.append(_table("kernel", cp, view, first[keep], last[keep], evidence[keep], kernel_level=True))
+        skip = np.isin(symbols, cp.between_symbols) if cp.between_symbols else None
+        parts.append(_table("kernel", cp, view, first[keep], last[keep], evidence[keep], True, skip))
     return pa.concat_tables(parts) if parts else FINDINGS_SCHEMA.empty_table()
 
 
@@ -335,9 +347,19 @@ def outermost_ops(framework: pa.Table, known: CompiledLevel | None = None) -> pa
 def detect_framework(framework: pa.Table, patterns: PatternSet) -> pa.Table:
     """Findings among the outermost framework ops (FRAMEWORK_SCHEMA), per (step, thread)."""
     view = OpView.build(outermost_ops(framework, patterns.framework))
+    matches, symbols = scan(patterns.framework, view)
     parts = [
-        _table("framework", cp, view, first, last, np.full(len(first), len(EVIDENCE) - 1), kernel_level=False)
-        for cp, first, last in scan(patterns.framework, view)
+        _table(
+            "framework",
+            cp,
+            view,
+            first,
+            last,
+            np.full(len(first), len(EVIDENCE) - 1),
+            False,
+            np.isin(symbols, cp.between_symbols) if cp.between_symbols else None,
+        )
+        for cp, first, last in matches
     ]
     return pa.concat_tables(parts) if parts else FINDINGS_SCHEMA.empty_table()
 

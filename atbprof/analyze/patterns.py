@@ -20,16 +20,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from atbprof.errors import ConfigError
 
-FindingKind = Literal["decomposed_rmsnorm", "decomposed_layernorm", "add_norm", "norm_matmul", "fused_norm", "fused_op"]
+FindingKind = Literal[
+    "decomposed_rmsnorm", "decomposed_layernorm", "add_norm", "norm_matmul", "unfused_op", "fused_norm", "fused_op"
+]
 KINDS: tuple[str, ...] = (
     "decomposed_rmsnorm",
     "decomposed_layernorm",
     "add_norm",
     "norm_matmul",
+    "unfused_op",  # another fusion of the catalogue (RoPE, SwiGLU, attention, KV-cache write) not made
     "fused_norm",
     "fused_op",  # an inference fusion of the catalogue (RoPE, SwiGLU, attention...) already made
 )
-OPPORTUNITY_KINDS = frozenset(KINDS[:4])
+OPPORTUNITY_KINDS = frozenset(KINDS[:5])
 Level = Literal["kernel", "framework"]
 
 OTHER = ord("~")  # symbol of op types in no class
@@ -47,6 +50,8 @@ class Pattern(_M):
     kind: FindingKind
     regex: str = Field(min_length=1)
     gap: tuple[str, ...] = ()
+    between: tuple[str, ...] = ()
+    fusion: str = ""
     fused_as: str = ""
     rule: str = ""
     anchor: Literal[0, -1] = 0
@@ -84,6 +89,7 @@ class CompiledPattern:
     plain: re.Pattern[bytes]  # the same regex without gap tolerance (for op strings that have no gap ops)
     gap_symbols: tuple[int, ...]
     leaves_symbol: int | None = None
+    between_symbols: tuple[int, ...] = ()  # tolerated between tokens, not members
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,12 @@ def _first_match(named_globs: dict[str, tuple[str, ...]], op_type: str) -> str |
     return None
 
 
+def _catalogue_names() -> set[str]:
+    from atbprof.fusion.catalogue import fusion_catalogue
+
+    return {row.name for row in fusion_catalogue().fusions}
+
+
 def _compile_level(level: LevelPatterns, where: str) -> CompiledLevel:
     if len(level.classes) > len(_ALPHABET):
         raise ConfigError(f"{where}: {len(level.classes)} classes; at most {len(_ALPHABET)} are supported")
@@ -148,10 +160,13 @@ def _compile_level(level: LevelPatterns, where: str) -> CompiledLevel:
             return chr(symbols[name])
 
         gap = "".join(char(g) for g in p.gap)
+        between = "".join(char(g) for g in p.between)
         used = {n.strip() for m in _TOKEN.finditer(p.regex) for n in m.group(1).split("|")}
-        clash = sorted(used & set(p.gap))
+        clash = sorted(used & (set(p.gap) | set(p.between)))
         if clash:
-            problems.append(f"{where}: pattern {p.name!r}: {', '.join(clash)} is both a gap class and a token")
+            problems.append(
+                f"{where}: pattern {p.name!r}: {', '.join(clash)} is both a gap / between class and a token"
+            )
 
         def translate(gap: str, p: Pattern = p, char: Callable[[str], str] = char) -> str:
             def token(match: re.Match[str]) -> str:
@@ -162,7 +177,7 @@ def _compile_level(level: LevelPatterns, where: str) -> CompiledLevel:
             text = _TOKEN.sub(token, p.regex)
             return f"(?![{gap}])(?:{text})" if gap else text  # a match never starts with a tolerated op
 
-        texts = (translate(gap), translate(""))
+        texts = (translate(gap + between), translate(between))
         if problems:
             raise ConfigError(problems)
         try:
@@ -171,12 +186,19 @@ def _compile_level(level: LevelPatterns, where: str) -> CompiledLevel:
             raise ConfigError(f"{where}: pattern {p.name!r}: not a valid regex ({err})") from None
         if regex.match(b"") or plain.match(b""):
             raise ConfigError(f"{where}: pattern {p.name!r} matches an empty op sequence")
+        if p.kind == "unfused_op" and p.fusion not in _catalogue_names():
+            raise ConfigError(
+                f"{where}: pattern {p.name!r}: fusion {p.fusion!r} is not a row of the fusion catalogue "
+                f"(rows: {', '.join(sorted(_catalogue_names()))})"
+            )
         if p.leaves is not None and p.leaves not in symbols:
             raise ConfigError(f"{where}: pattern {p.name!r}: leaves {p.leaves!r} is not a class")
         if p.leaves is not None and not p.claims:
             raise ConfigError(f"{where}: pattern {p.name!r}: leaves needs claims: true")
         leaves = symbols[p.leaves] if p.leaves is not None else None
-        compiled.append(CompiledPattern(p, regex, plain, tuple(ord(c) for c in gap), leaves))
+        compiled.append(
+            CompiledPattern(p, regex, plain, tuple(ord(c) for c in gap), leaves, tuple(ord(c) for c in between))
+        )
     return CompiledLevel(dict(level.classes), symbols, tuple(compiled))
 
 
@@ -221,7 +243,7 @@ def _with_catalogue(doc: PatternFile) -> PatternFile:
     framework: dict[str, tuple[str, ...]] = {}
     k_patterns, f_patterns = list(doc.kernel.patterns), list(doc.framework.patterns)
     for row in fusion_catalogue().fusions:
-        if row.detected != "fused":
+        if row.detected == "norm-patterns":  # the norm patterns name its fused kernels themselves
             continue
         cls = f"Fused_{row.name}"
         kernel[cls] = row.fused_types

@@ -105,7 +105,13 @@ class Finding(_M):
     pattern: str
     fused_as: str
     rule: str
-    opportunity: bool = Field(description="false for fused_norm (already fused)")
+    fusion: str | None = Field(
+        default=None, description="the fusion catalogue's row (`atbprof fusions`) this finding is, when it is one"
+    )
+    api: str | None = Field(
+        default=None, description="opportunities: the call that makes the fused kernel (torch_npu.<api>, ...)"
+    )
+    opportunity: bool = Field(description="false for fused_norm / fused_op (already fused)")
     count: int
     time_us: float = Field(
         description="kernel_us + wait_us: device time the matched ops account for (framework level: host time of "

@@ -13,8 +13,11 @@ import pyarrow.compute as pc
 
 from atbprof.analyze.detect import first_tensor
 from atbprof.analyze.estimate import estimate
+from atbprof.analyze.estimate_ops import estimate_op, shape_of
 from atbprof.analyze.patterns import OPPORTUNITY_KINDS
+from atbprof.analyze.replay import replay_savings
 from atbprof.analyze.report import WhatIf, WhatIfStep
+from atbprof.analyze.view import OpView
 
 if TYPE_CHECKING:
     from atbprof.config.models import RunConfig
@@ -74,6 +77,10 @@ def whatif_resimulated(
     use = counted(findings) & _equals(findings, "level", "kernel")
     rule_of = {r: _equals(findings, "rule", r) for r in rules_in_order if r}
     wanted = [r for r in rules_in_order if r and (use & rule_of[r]).any()]
+    # the norm fusions first (seed 000's comparison: the baseline with them on is its lnfused run), then the rest
+    # of the catalogue, each in rule order
+    other = _equals(findings, "kind", "unfused_op")
+    wanted.sort(key=lambda r: bool((use & rule_of[r] & other).any()))
     n_dec = int(before.get("decode_steps", 0))  # type: ignore[call-overload]
 
     def total_us(s: dict[str, object]) -> float:
@@ -193,11 +200,35 @@ def framework_savings(findings: pa.Table, level: str = "framework") -> np.ndarra
     return out
 
 
+def _member_shapes(findings: pa.Table, rows: list[int], view: OpView) -> dict[int, tuple[list[str], list[str | None]]]:
+    """Row -> (Types, input shapes) of its member kernels, for the rows asked (looked up by op_index)."""
+    members = findings.column("op_indices").to_pylist()
+    wanted = np.array(sorted({i for r in rows for i in members[r]}), np.int64)
+    at = np.flatnonzero(np.isin(view.op_index, wanted))
+    pos = dict(zip(view.op_index[at].tolist(), at.tolist(), strict=True))
+    names = [*view.type_names, ""]
+    shape_codes, shape_names = view.codes("input_shapes")
+    out = {}
+    for r in rows:
+        p = [pos[i] for i in members[r] if i in pos]
+        out[r] = (
+            [str(names[view.type_codes[x]]) for x in p],
+            [shape_names[shape_codes[x]] if shape_codes[x] >= 0 else None for x in p],
+        )
+    return out
+
+
 def whatif_device_model(
-    findings: pa.Table, device: str, why: str, span_us: float, clock_mhz: float | None = None
+    findings: pa.Table,
+    device: str,
+    why: str,
+    span_us: float,
+    clock_mhz: float | None = None,
+    view: OpView | None = None,
 ) -> tuple[pa.Table, WhatIf]:
     """Profiles without a config to re-simulate: the device model prices each fused kernel from its shapes (on
-    `device` at `clock_mhz` when the profile's counters show a clock other than the preset's)."""
+    `device` at `clock_mhz` when the profile's counters show a clock other than the preset's); `view`: the op
+    table's, where the catalogue's other fusions read their members' shapes."""
     k = findings.num_rows
     host_saving = framework_savings(findings)
     cols = {c: findings.column(c).to_pylist() for c in ("kind", "level", "shape", "dtype", "out_width", "fused_as")}
@@ -227,6 +258,9 @@ def whatif_device_model(
     # rows in rule order: decomposed norms, then Add->Norm, then Norm->MatMul (the simulator's norm_kernel,
     # add_norm, norm_matmul)
     order = {"decomposed_rmsnorm": 0, "decomposed_layernorm": 0, "add_norm": 1, "norm_matmul": 2}
+    rules = findings.column("rule").to_pylist()
+    others = [i for i in range(k) if cols["kind"][i] == "unfused_op" and cols["level"][i] == "kernel"]
+    shapes = _member_shapes(findings, others, view) if others and view is not None else {}
     for i in sorted(range(k), key=lambda r: order.get(str(cols["kind"][r]), 0)):
         kind = str(cols["kind"][i])
         if kind not in OPPORTUNITY_KINDS:
@@ -234,6 +268,17 @@ def whatif_device_model(
         chain = chain_of(i)
         if cols["level"][i] == "framework":
             saving[i] = host_saving[i]
+            continue
+        if kind == "unfused_op":
+            # RoPE, SwiGLU, attention, KV-cache write: the simulator's rule on the dimensions the shapes give
+            types, inputs = shapes.get(i, ([], []))
+            shape = shape_of(str(rules[i]), types, inputs)
+            op = estimate_op(str(rules[i]), shape, _dtype(cols["dtype"][i]), device, clock_mhz) if shape else None
+            fused[i] = op.fused_ns if op is not None else longest[i]
+            saving[i] = kernel[i] + inner[i] - fused[i]
+            if op is not None:
+                model_members += op.members_ns
+                measured_members += kernel[i]
             continue
         after_add = kind == "norm_matmul" and first_op[i] in add_norm_of
         # Norm->MatMul: the norm is either the measured kernel, or the AddRmsNorm that Add->Norm left in its place
@@ -272,6 +317,14 @@ def whatif_device_model(
         if not after_add and chain is None:  # members measured as such (not a fused estimate in their place)
             model_members += est.members_ns
             measured_members += kernel[i]
+    if others and view is not None:
+        # an eager profile's own timeline, replayed without those chains: removing launches saves what a
+        # host-bound step loses to them, wherever its idle shows (replay.py)
+        rows = np.zeros(k, bool)
+        rows[others] = True
+        replayed = replay_savings(view, findings, rows, fused)
+        if replayed is not None:
+            saving[rows] = np.where(np.isnan(replayed[rows]), saving[rows], replayed[rows])
     use = counted(findings)
     total = float(saving[use].sum()) / 1e3
     label = f"{device} at {clock_mhz:g} MHz" if clock_mhz else device

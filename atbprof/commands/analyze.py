@@ -27,7 +27,7 @@ def analyze(
         Path | None, typer.Option("--patterns", help="Detection patterns YAML extending the built-in ones.")
     ] = None,
     fail_on_unfused: Annotated[
-        bool, typer.Option("--fail-on-unfused", help="Exit 1 when unfused-norm opportunities exist (for CI).")
+        bool, typer.Option("--fail-on-unfused", help="Exit 1 when fusion opportunities exist (for CI).")
     ] = False,
     workers: Annotated[
         int | None,

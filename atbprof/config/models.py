@@ -262,7 +262,9 @@ class ExecutionSection(_Section):
 class FusionSection(_Section):
     """A named strategy plus per-rule switches; seed 002's atb_fusion_config.yaml is translated to this."""
 
-    strategy: str = Field(default="default", description="none, default, aggressive (or a strategy in the rules file)")
+    strategy: str = Field(
+        default="default", description="none, default, aggressive, all (or a strategy in the rules file)"
+    )
     enable: tuple[str, ...] = Field(default=(), strict=False, max_length=256)  # YAML gives lists
     disable: tuple[str, ...] = Field(default=(), strict=False, max_length=256)
     softmax_fusion_max_seq: int = Field(

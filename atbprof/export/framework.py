@@ -62,6 +62,8 @@ TORCH_NPU_BY_TYPE = {
     "IncreFlashAttention": "npu_incre_flash_attention",
     "FusedInferAttentionScore": "npu_fused_infer_attention_score",
     "FFN": "npu_ffn",
+    "ReshapeAndCache": "_npu_reshape_and_cache",
+    "MatmulAllReduce": "npu_mm_all_reduce_base",
 }
 """Fused CANN op type -> the torch_npu API that launches it."""
 

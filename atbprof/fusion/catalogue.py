@@ -26,9 +26,10 @@ class FusionRow(_M):
     removes: str = Field(description="the unfused sequence it replaces, as device Types")
     versions: str = Field(description="where names changed between releases")
     simulated: str = Field(description="the simulator's fusion rule that makes it in a run of ours, or none")
-    detected: Literal["norm-patterns", "fused"] = Field(
-        description="norm-patterns: unfused chains and fused kernels (patterns.yaml); fused: its fused kernels and "
-        "calls are counted as already fused"
+    detected: Literal["norm-patterns", "sequences", "fused"] = Field(
+        description="norm-patterns: unfused chains and fused kernels (the norm patterns of patterns.yaml); "
+        "sequences: its unfused sequence (a patterns.yaml pattern with `fusion: <name>`) and its fused kernels; "
+        "fused: its fused kernels and calls are counted as already fused"
     )
     source: str
 

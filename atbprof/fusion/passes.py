@@ -215,7 +215,7 @@ def _structure(
     if len({m.layer for m in window}) > 1 and rule.role_from == -1:
         return "the ops span two layers"
     shared = {e.producer for e in window[0].inputs if e.producer >= 0}
-    for k, m in enumerate(window[1:], start=1):
+    for k, m in enumerate(window[1:] if rule.connected else [], start=1):
         # connected: reads an earlier member, or the same producer as an earlier member (RoPE's slices of x)
         if not any(e.producer in ids[:k] or e.producer in shared for e in m.inputs):
             return f"{m.op_type} ({m.role}) reads nothing the earlier ops produce or read (not one subgraph)"

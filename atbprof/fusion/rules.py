@@ -40,6 +40,7 @@ class Rule(BaseModel):
     absorb_inputs: tuple[str, ...] = ()
     actual_lengths: bool = False  # the fused kernel takes the actual sequence lengths: attends over Skv, not L
     phases: tuple[str, ...] = ()  # phases the rule is applied in (empty: all); elsewhere a near-miss says so
+    connected: bool = True  # false: members need not read one another (ReshapeAndCache writes K and V at once)
 
 
 class RuleSet(BaseModel):

@@ -21,6 +21,7 @@ _KIND = {
     "decomposed_layernorm": "decomposed LayerNorm",
     "add_norm": "Add -> Norm",
     "norm_matmul": "Norm -> MatMul",
+    "unfused_op": "unfused",
     "fused_norm": "already fused",
     "fused_op": "already fused",
 }
@@ -88,7 +89,7 @@ def sections(report: AnalysisReport) -> list[Section]:
             where = " ".join(x for x in loc if x) + f" {ops} @ {ex.start_us / 1e3:.3f} ms: " + " ".join(ex.op_types)
         fnd.rows.append(
             [
-                _KIND[f.kind],
+                f"{_KIND[f.kind]} {f.fusion}" if f.kind == "unfused_op" and f.fusion else _KIND[f.kind],
                 f.level,
                 f"{f.count:,}",
                 f"{scope.per_step:g}",
@@ -101,7 +102,7 @@ def sections(report: AnalysisReport) -> list[Section]:
             ]
         )
     if not report.findings:
-        fnd.lines.append("no norms found (neither unfused nor fused)")
+        fnd.lines.append("no norms or other catalogue fusions found (neither unfused nor fused)")
     out.append(fnd)
     shown = ["attention", "ffn", "other", "communication"]
     if any(r.name == "memory" for p in b.phases for r in p.categories):

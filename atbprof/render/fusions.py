@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 DETECTED = {
     "norm-patterns": "unfused chains and fused kernels",
+    "sequences": "unfused sequences (priced) and fused kernels",
     "fused": "fused kernels and calls (already fused)",
 }
 

@@ -25,7 +25,7 @@ def test_json_md_and_rich_carry_the_same_summary(runs: Runs) -> None:
     assert code == 0
     doc = orjson.loads(out)
     summary = doc["summary"]
-    assert {f["kind"] for f in doc["findings"]} == {"add_norm", "norm_matmul", "fused_norm"}
+    assert {f["kind"] for f in doc["findings"]} == {"add_norm", "norm_matmul", "unfused_op"}
     code, md = invoke(path, "--format", "md")
     assert code == 0 and f"**{summary}**" in md
     code, text = invoke(path)
@@ -34,7 +34,8 @@ def test_json_md_and_rich_carry_the_same_summary(runs: Runs) -> None:
 
 def test_fail_on_unfused_exit_codes(runs: Runs) -> None:
     assert invoke(runs("seed000-baseline.yaml", "workload.decode_tokens=2").source, "--fail-on-unfused")[0] == 1
-    assert invoke(runs("seed000-lnfused.yaml").source, "--fail-on-unfused")[0] == 0
+    assert invoke(runs("seed000-lnfused.yaml").source, "--fail-on-unfused")[0] == 1  # its RoPE is not fused
+    assert invoke(runs("tiny-llama.yaml", "fusion=all").source, "--fail-on-unfused")[0] == 0
 
 
 def test_a_bad_patterns_file_is_a_config_error(runs: Runs, tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ def test_builtin_patterns_compile_with_one_symbol_per_class() -> None:
         "norm_matmul",
         "fused_norm",
         "fused_op",  # the fusion catalogue's fused kernels
+        "unfused_op",  # and its other fusions' unfused sequences
     }
     assert p.kernel.class_of("RmsNormGrad") is None  # backward kernels are not norms
     assert p.kernel.class_of("FusedAddRmsNormMatMul") == "NormMatMul"
@@ -129,7 +130,7 @@ kernel:
     ("text", "message"),
     [
         ('{name: x, kind: fused_norm, regex: "<Nope>"}', "unknown class <Nope>"),
-        ('{name: x, kind: fused_norm, regex: "<Cast>", gap: [Cast]}', "both a gap class and a token"),
+        ('{name: x, kind: fused_norm, regex: "<Cast>", gap: [Cast]}', "both a gap / between class and a token"),
         ('{name: x, kind: fused_norm, regex: "<Cast>("}', "not a valid regex"),
         ('{name: x, kind: fused_norm, regex: "<Cast>?"}', "matches an empty op sequence"),
         ('{name: x, kind: unfused, regex: "<Cast>"}', "kernel.patterns.0.kind"),

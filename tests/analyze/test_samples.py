@@ -52,7 +52,7 @@ def test_cnn_samples_have_no_norm_findings(path: Path) -> None:
         report = analyze(load(need(path)))
         assert report.findings == []
         assert not report.has_unfused
-        assert "no unfused norms" in report.summary
+        assert "no missed fusions" in report.summary
         assert report.whatif.total_saving_us == 0
 
 

@@ -51,3 +51,19 @@ def test_fusions_lists_the_catalogue_in_every_format() -> None:
     assert "| fusion | fused kernel Types | torch_npu API |" in md and "torch_npu.npu_swiglu" in md
     rich = cli("fusions")
     assert rich.exit_code == 0 and "Rotary position embedding" in rich.stdout
+
+
+def test_every_sequences_row_has_a_pattern_that_finds_it_and_the_rule_that_makes_it() -> None:
+    patterns = load_patterns()
+    by_fusion = {cp.spec.fusion: cp.spec for cp in patterns.kernel.patterns if cp.spec.kind == "unfused_op"}
+    rows = [row for row in fusion_catalogue().fusions if row.detected == "sequences"]
+    assert {row.name for row in rows} == set(by_fusion) == {"rope", "swiglu", "attention", "kv_cache_write"}
+    for row in rows:
+        assert by_fusion[row.name].rule == row.simulated, row.name
+        assert by_fusion[row.name].fused_as in row.fused_types, row.name
+
+
+def test_the_all_strategy_turns_on_every_simulated_row() -> None:
+    rules = load_rules()
+    simulated = {row.simulated for row in fusion_catalogue().fusions if row.simulated != "none"}
+    assert simulated <= set(rules.strategies["all"])

@@ -1,0 +1,137 @@
+"""The device model's duration of a catalogue fusion's kernel (RoPE, SwiGLU, attention, KV-cache write) from the
+shapes a profile records for the unfused sequence it would replace.
+
+As for the norms (estimate.py), the estimate is built the way a run of ours builds it: the graph builder's one-layer
+LLaMA graph with the dimensions the members' shapes give, the simulator's own fusion rule applied to it, and the
+kernel cost model on the fused kernel - so a profile's sequence is priced exactly like the same sequence in a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from atbprof.analyze.detect import first_tensor
+from atbprof.device.kernels import evaluate_costs
+from atbprof.device.spec import load_device
+from atbprof.fusion import FusionContext, apply_fusion, load_rules
+from atbprof.graph.builder import GraphBuilder
+from atbprof.graph.dims import ModelDims
+from atbprof.graph.expr import basis_values
+from atbprof.graph.nodes import Node
+
+# rules that must run first for the target to see its pattern as the simulator does (SwiGlu fuses Swish and Mul
+# once the up projection is merged into the gate's MatMul, which then no longer sits between them)
+_BEFORE = {"swiglu": ("gate_up_merge",)}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the unfused sequence's shapes say about the model step it ran in."""
+
+    batch: int
+    q_len: int  # query tokens per sequence (1: decode)
+    kv_len: int  # positions attention runs over
+    heads: int
+    kv_heads: int
+    head_dim: int
+    inter: int
+
+
+@dataclass(frozen=True)
+class OpEstimate:
+    fused_ns: float  # one fused kernel
+    members_ns: float  # the kernels one fused kernel replaces, as the model prices them
+
+
+def _dims4(text: str | None, at: int = 0) -> tuple[int, ...] | None:
+    """The `at`-th tensor of a shapes string, when it is 4-D (batch, heads, tokens, head_dim)."""
+    if not text:
+        return None
+    parts = text.strip('"').split(";")
+    if at >= len(parts):
+        return None
+    dims = first_tensor(parts[at])
+    return dims if dims is not None and len(dims) == 4 and min(dims) > 0 else None
+
+
+def shape_of(rule: str, types: Sequence[str], inputs: Sequence[str | None]) -> Shape | None:
+    """The step dimensions a finding's member kernels (their Types and input shapes) give, or None when the shapes
+    do not say."""
+    if rule in ("rope", "kv_cache_write"):
+        x = next((d for d in (_dims4(s) for s in inputs) if d), None)
+        if x is None:
+            return None
+        b, n, s, hd = x
+        return Shape(b, s, s, n, n, hd, 16)
+    if rule == "swiglu":
+        dims = first_tensor(inputs[0]) if inputs else None
+        if not dims or dims[-1] <= 0 or min(dims) <= 0:
+            return None
+        tokens = int(np.prod(dims)) // dims[-1]
+        batch = dims[0] if len(dims) >= 3 else tokens
+        return Shape(batch, max(tokens // batch, 1), 1, 1, 1, 128, dims[-1])
+    if rule == "flash_attention":
+        bmm = [i for i, t in enumerate(types) if t.startswith("BatchMatMul")]
+        if len(bmm) < 2:
+            return None
+        q, probs = _dims4(inputs[bmm[0]]), _dims4(inputs[bmm[-1]])
+        if q is None or probs is None:
+            return None
+        b, nh, s, hd = q
+        copies = [_dims4(inputs[i]) for i, t in enumerate(types) if t.startswith(("BroadcastTo", "Expand"))]
+        nkv = copies[0][1] if copies and copies[0] else nh
+        if nkv <= 0 or nh % nkv:
+            nkv = nh
+        return Shape(b, s, probs[-1], nh, nkv, hd, 16)
+    return None
+
+
+@lru_cache(maxsize=512)
+def estimate_op(rule: str, shape: Shape, dtype: str, device: str, clock_mhz: float | None = None) -> OpEstimate | None:
+    """Model durations of the kernel `rule` fuses, for one occurrence at `shape` (None: the rule does not fire
+    on the graph these dimensions give)."""
+    spec = load_device(device)
+    if clock_mhz:
+        spec = spec.model_copy(update={"clock_ghz": clock_mhz / 1e3})
+    dims = ModelDims(
+        name="estimate",
+        architecture="llama",
+        hidden=shape.heads * shape.head_dim,
+        inter=shape.inter,
+        heads=shape.heads,
+        kv_heads=shape.kv_heads,
+        layers=1,
+        vocab=16,
+        eps=1e-6,
+        dtype="bf16" if dtype == "bf16" and spec.supports_bf16 else "fp16",
+    )
+    rules = load_rules()
+    if rule not in rules.rules:
+        return None
+    phase = "decode" if shape.q_len == 1 else "prefill"
+    ctx = FusionContext(
+        phase=phase,
+        soc_version=spec.soc_version,
+        tokens=shape.batch * shape.q_len,
+        seq_len=shape.kv_len,
+        dtype=dims.dtype,
+    )
+    graph = GraphBuilder(dims).build()
+    before = [rules.rules[r] for r in _BEFORE.get(rule, ())]
+    base = apply_fusion(graph, before, ctx).graph if before else graph
+    fused = apply_fusion(base, [rules.rules[rule]], ctx).graph
+    new = [n for n in fused.nodes if n.rule == rule]
+    if not new:
+        return None
+    kept = {n.id for n in fused.nodes}
+    replaced = [n for n in base.nodes if n.id not in kept]
+    values = basis_values(shape.batch, np.array([shape.q_len]), np.array([shape.kv_len]))
+
+    def cost(nodes: list[Node]) -> float:
+        return float(evaluate_costs(nodes, spec, values).dur[:, 0].sum()) if nodes else 0.0
+
+    return OpEstimate(cost(new) / len(new), cost(replaced) / len(new))

@@ -1,0 +1,114 @@
+"""The catalogue's fusions beyond norms (RoPE, SwiGLU, attention, KV-cache write), end to end: the simulator makes
+each unfused and fused, `analyze` finds the unfused one in the exported profile with its API, reports nothing on
+the fused run, and prices it within 10 % of re-simulating the same config with the rule on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from atbprof import api
+from atbprof.analyze.replay import replay_savings
+from atbprof.analyze.view import OpView
+from atbprof.config import load_config
+from atbprof.run import simulate_latency
+from tests.reliability.conftest import cli
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+RULES = {  # simulator rule -> (catalogue row, fused kernel, the API the finding names)
+    "rope": ("rope", "RotaryPositionEmbedding", "torch_npu.npu_rotary_mul"),
+    "swiglu": ("swiglu", "SwiGlu", "torch_npu.npu_swiglu"),
+    "flash_attention": ("attention", "FusedInferAttentionScore", "torch_npu.npu_fused_infer_attention_score"),
+    "kv_cache_write": ("kv_cache_write", "ReshapeAndCache", "torch_npu.npu_scatter_pa_kv_cache"),
+}
+
+
+def _exported(tmp: Path, name: str, overrides: list[str]) -> Path:
+    run = tmp / name
+    api.simulate(FIXTURES / "tiny-llama.yaml", overrides=overrides, out=run)
+    out = tmp / f"{name}-export"
+    cli("export", str(run), "--to", "ascend-pt", "--out", str(out))
+    return next(out.glob("*_ascend_pt"))
+
+
+def _span_us(overrides: list[str]) -> float:
+    cfg = load_config(FIXTURES / "tiny-llama.yaml", overrides)
+    s = simulate_latency(cfg)
+    return (s.ttft_ms + s.decode_ms_per_token * cfg.workload.decode_tokens) * 1e3
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_each_rule_is_found_in_the_unfused_export_and_priced_within_10_percent(tmp_path: Path, rule: str) -> None:
+    off = ["fusion.strategy=all", f"fusion.disable=[{rule}]"]
+    report = api.analyze(_exported(tmp_path, "off", off))
+    fusion, fused_as, call = RULES[rule]
+    found = [f for f in report.findings if f.kind == "unfused_op" and f.level == "kernel"]
+    assert [(f.fusion, f.fused_as, f.rule) for f in found] == [(fusion, fused_as, rule)]
+    assert call in (found[0].api or "")
+    resimulated = _span_us(off) - _span_us(["fusion.strategy=all"])
+    assert resimulated > 0
+    assert found[0].est_saving_us == pytest.approx(resimulated, rel=0.10)
+
+
+def test_the_fullest_fused_run_reports_no_missed_fusion_and_counts_the_fused_kernels(tmp_path: Path) -> None:
+    report = api.analyze(_exported(tmp_path, "all", ["fusion.strategy=all"]))
+    assert not report.has_unfused and "no missed fusions" in report.summary
+    fused = {f.fused_as for f in report.findings if f.kind == "fused_op" and f.level == "kernel"}
+    assert {"RotaryMul", "SwiGlu", "ReshapeAndCache"} <= fused  # RoPE is RotaryMul on the 910A
+    assert fused & {"PromptFlashAttention", "IncreFlashAttention"}
+
+
+def test_the_unfused_run_of_ours_is_priced_by_re_simulation(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    api.simulate(FIXTURES / "tiny-llama.yaml", overrides=["fusion.strategy=all", "fusion.disable=[rope]"], out=run)
+    report = api.analyze(run)
+    assert report.whatif.method == "resimulated"
+    assert [s.rules[-1] for s in report.whatif.steps] == ["rope"]
+    expected = _span_us(["fusion.strategy=all", "fusion.disable=[rope]"]) - _span_us(["fusion.strategy=all"])
+    assert report.whatif.total_saving_us == pytest.approx(expected, rel=1e-6)
+
+
+def test_swiglu_tolerates_the_up_projection_between_and_leaves_it_out(tmp_path: Path) -> None:
+    report = api.analyze(_exported(tmp_path, "none", ["fusion.strategy=none"]))
+    swiglu = next(f for f in report.findings if f.fusion == "swiglu" and f.level == "kernel")
+    assert swiglu.examples[0].op_types == ["Swish", "Mul"]
+    ix = swiglu.examples[0].op_indices
+    assert ix[1] - ix[0] == 2  # the up projection's MatMul ran between them
+
+
+def _timeline(starts: list[int], durs: list[int], launch_at: list[int], launch_dur: int) -> pa.Table:
+    n = len(starts)
+    return pa.table(
+        {
+            "op_index": pa.array(range(n), pa.int64()),
+            "step": pa.array([0] * n, pa.int32()),
+            "stream_id": pa.array([1] * n, pa.int64()),
+            "task_start_ns": pa.array(starts, pa.int64()),
+            "task_dur_ns": pa.array(durs, pa.int64()),
+            "op_type": pa.array(["X"] * n).dictionary_encode(),
+            "host_launch_start_ns": pa.array(launch_at, pa.int64()),
+            "host_launch_dur_ns": pa.array([launch_dur] * n, pa.int64()),
+        }
+    )
+
+
+def test_the_replay_counts_launches_a_host_bound_step_loses_wherever_its_idle_shows() -> None:
+    """A long kernel (100 us) lets the host run ahead: the chain's 3 kernels (launched during it) run back to back,
+    idle shows after them. Fusing the chain removes 2 launches (2 x 10 us) from the host: the step is 20 us shorter,
+    though the chain itself waited for nothing."""
+    launch = [0, 10, 20, 30, 40, 150, 160]  # the host: 10 us per launch call, then 100 us of other work
+    durs = [100, 2, 2, 2, 1, 5, 5]
+    starts = [10]
+    for i in range(1, len(durs)):
+        starts.append(max(starts[-1] + durs[i - 1], launch[i] + 10))
+    table = _timeline([s * 1000 for s in starts], [d * 1000 for d in durs], [t * 1000 for t in launch], 10_000)
+    findings = pa.table({"op_indices": pa.array([[1, 2, 3]], pa.list_(pa.int64())), "step": pa.array([0], pa.int32())})
+    saved = replay_savings(OpView.build(table), findings, np.array([True]), np.array([3000.0]))
+    assert saved is not None
+    # the chain's own waits are 0 (it ran back to back): the device-side estimate would say 6 - 3 = 3 us
+    assert saved[0] == pytest.approx(20_000)
+    assert pc.sum(table.column("task_dur_ns")).as_py() == 117_000
