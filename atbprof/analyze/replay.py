@@ -116,7 +116,6 @@ def replay_savings(view: OpView, findings: pa.Table, rows: np.ndarray, fused_ns:
     ready_old = held
     ready_new = np.maximum(np.where(by_launch, -np.inf, held), after_call - shift_of)
     ready_new[gone] = -np.inf
-    # a step's first kernel stays a group start even when it was removed (the group's own first)
     old_end = _group_ends(ready_old, view.dur.astype(float), view.group_first)
     new_end = _group_ends(ready_new, dur_new, view.group_first)
     group_step = view.step[view.group_first]
