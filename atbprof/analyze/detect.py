@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 import pyarrow as pa
 
-from atbprof.analyze.patterns import OTHER, SEPARATOR, CompiledLevel, CompiledPattern, PatternSet
+from atbprof.analyze.patterns import OTHER, SEPARATOR, CompiledLevel, CompiledPattern, PatternSet, token_classes
 from atbprof.analyze.report import FINDINGS_SCHEMA
 from atbprof.analyze.view import OpView, dict_codes, has_values, int_column
 from atbprof.importers.optypes import ELEMENTWISE_WRAPPERS, kernel_functor
@@ -62,9 +62,12 @@ def same_tensor(a: tuple[int, ...] | None, b: tuple[int, ...] | None) -> bool:
     return a == b or (a[-1:] == b[-1:] and int(np.prod(a)) == int(np.prod(b)))
 
 
-def scan(level: CompiledLevel, view: OpView) -> tuple[list[tuple[CompiledPattern, np.ndarray, np.ndarray]], np.ndarray]:
+def scan(
+    level: CompiledLevel, view: OpView, across: bool = False
+) -> tuple[list[tuple[CompiledPattern, np.ndarray, np.ndarray]], np.ndarray]:
     """(pattern, first position, end position) of every match, in view order; claimed ops are hidden from later
-    patterns. Also the class symbol of each op (a pattern's `between` ops inside a match are not its members)."""
+    patterns. Also the class symbol of each op (a pattern's `between` ops inside a match are not its members).
+    `across`: the patterns matched over a step's streams merged (the view then has one group per step)."""
     n = len(view)
     lut = np.append(level.lookup(view.type_names), np.uint8(OTHER))  # code -1 (null type) -> other
     symbols = _functor_symbols(level, view, lut[view.type_codes])
@@ -76,6 +79,8 @@ def scan(level: CompiledLevel, view: OpView) -> tuple[list[tuple[CompiledPattern
     present = np.bincount(symbols, minlength=256) > 0
     out = []
     for cp in level.patterns:
+        if cp.spec.across_streams != across:
+            continue
         # the gap-tolerant regex is several times slower: use it only when a gap op occurs at all
         regex = cp.regex if present[list(cp.gap_symbols)].any() else cp.plain
         spans = np.array([m.span() for m in regex.finditer(buf)], dtype=np.int64).reshape(-1, 2)
@@ -296,7 +301,27 @@ def detect_kernels(
         keep, evidence = _check(cp, view, first, last, edge_map)
         skip = np.isin(symbols, cp.between_symbols) if cp.between_symbols else None
         parts.append(_table("kernel", cp, view, first[keep], last[keep], evidence[keep], True, skip))
+    merged = _merged_streams(ops, patterns.kernel, view)
+    if merged is not None:  # MC2: a MatMul and its collective run on two streams
+        matches, _ = scan(patterns.kernel, merged, across=True)
+        for cp, first, last in matches:
+            keep, evidence = _check(cp, merged, first, last, edge_map)
+            parts.append(_table("kernel", cp, merged, first[keep], last[keep], evidence[keep], True))
     return pa.concat_tables(parts) if parts else FINDINGS_SCHEMA.empty_table()
+
+
+def _merged_streams(ops: pa.Table, level: CompiledLevel, view: OpView) -> OpView | None:
+    """The op table with each step's streams merged in start order (one group per step), when the level has
+    patterns across streams and the table has more than one stream and an op of each class they need."""
+    across = [cp for cp in level.patterns if cp.spec.across_streams]
+    if not across or len(np.unique(view.stream)) < 2:
+        return None
+    present = {int(x) for x in level.lookup(view.type_names).tolist()}
+    if not any(
+        all(any(level.symbols[c] in present for c in token) for token in token_classes(cp.spec.regex)) for cp in across
+    ):
+        return None
+    return OpView.build(ops, stream_col="")  # no stream column: every op of a step in one group
 
 
 def outermost_ops(framework: pa.Table, known: CompiledLevel | None = None) -> pa.Table:

@@ -20,7 +20,7 @@ from atbprof.device.spec import load_device
 from atbprof.fusion import FusionContext, apply_fusion, load_rules
 from atbprof.graph.builder import GraphBuilder
 from atbprof.graph.dims import ModelDims
-from atbprof.graph.expr import basis_values
+from atbprof.graph.expr import Lin, basis_values
 from atbprof.graph.nodes import Node
 
 # rules that must run first for the target to see its pattern as the simulator does (SwiGlu fuses Swish and Mul
@@ -88,6 +88,46 @@ def shape_of(rule: str, types: Sequence[str], inputs: Sequence[str | None]) -> S
             nkv = nh
         return Shape(b, s, probs[-1], nh, nkv, hd, 16)
     return None
+
+
+def matmul_dims(inputs: str | None) -> tuple[int, int, int] | None:
+    """(tokens, K, N) of a MatMul from its input shapes ('1,16,4096;4096,11008'; a weight stored N x K too)."""
+    parts = (inputs or "").strip('"').split(";")
+    if len(parts) < 2:
+        return None
+    x, w = first_tensor(parts[0]), first_tensor(parts[1])
+    if not x or not w or len(w) != 2 or min(x) <= 0 or min(w) <= 0:
+        return None
+    k = x[-1]
+    n = w[1] if w[0] == k else w[0] if w[1] == k else 0
+    return (int(np.prod(x)) // k, k, n) if n else None
+
+
+@lru_cache(maxsize=512)
+def mc2_fused_ns(
+    matmul_ns: float, comm_ns: float, dims: tuple[int, int, int], dtype: str, device: str, clock_mhz: float | None
+) -> float:
+    """MC2: the MatMul and its collective in one kernel, as the simulator prices it (device/kernels.py): each
+    finished tile is sent while the next is computed, so the longer side shows in full and the shorter one for one
+    tile iteration of the MatMul (its iterations from the cost model at these dimensions). The measured kernels
+    give both sides, less their fixed per-task costs (the device spec's)."""
+    spec = load_device(device)
+    if clock_mhz:
+        spec = spec.model_copy(update={"clock_ghz": clock_mhz / 1e3})
+    tokens, k, n = dims
+    b = GraphBuilder(
+        ModelDims(
+            "estimate", "llama", k, 16, 1, 1, 1, 16, 1e-6, "bf16" if dtype == "bf16" and spec.supports_bf16 else "fp16"
+        )
+    )
+    x = (-1, b.act(k, tokens=Lin(one=tokens)))
+    node = b.nodes[b.matmul("x.matmul", 0, x, k, n, tokens=Lin(one=tokens))]
+    costs = evaluate_costs([node], spec, basis_values(1, np.array([1]), np.array([1])))
+    iters = float(costs.iters[0, 0]) if costs.iters is not None else 1.0
+    static = spec.static_cost_us.cube * 1e3
+    collective = spec.topology.collective_static_us * 1e3 if spec.topology else 0.0
+    mm, comm = max(matmul_ns - static, 0.0), max(comm_ns - collective, 0.0)
+    return static + max(mm, comm) + min(mm, comm) / max(iters, 1.0)
 
 
 @lru_cache(maxsize=512)

@@ -51,6 +51,7 @@ class Pattern(_M):
     regex: str = Field(min_length=1)
     gap: tuple[str, ...] = ()
     between: tuple[str, ...] = ()
+    across_streams: bool = False
     fusion: str = ""
     fused_as: str = ""
     rule: str = ""
@@ -139,6 +140,11 @@ def _first_match(named_globs: dict[str, tuple[str, ...]], op_type: str) -> str |
     return None
 
 
+def token_classes(regex: str) -> list[tuple[str, ...]]:
+    """The class names of each token of a pattern's regex (<A> -> (A,), <A|B> -> (A, B))."""
+    return [tuple(n.strip() for n in m.group(1).split("|")) for m in _TOKEN.finditer(regex)]
+
+
 def _catalogue_names() -> set[str]:
     from atbprof.fusion.catalogue import fusion_catalogue
 
@@ -161,7 +167,7 @@ def _compile_level(level: LevelPatterns, where: str) -> CompiledLevel:
 
         gap = "".join(char(g) for g in p.gap)
         between = "".join(char(g) for g in p.between)
-        used = {n.strip() for m in _TOKEN.finditer(p.regex) for n in m.group(1).split("|")}
+        used = {name for alternatives in token_classes(p.regex) for name in alternatives}
         clash = sorted(used & (set(p.gap) | set(p.between)))
         if clash:
             problems.append(

@@ -92,17 +92,18 @@ def replay_savings(view: OpView, findings: pa.Table, rows: np.ndarray, fused_ns:
     event_shift: list[float] = []
     alone = np.zeros(k)
     for i in np.flatnonzero(rows).tolist():
-        pos = np.sort(rows_of.rows(members[i]))
+        pos = rows_of.rows(members[i])
         if not len(pos):
             continue
+        pos = pos[np.argsort(view.start[pos], kind="stable")]  # the first to start becomes the fused kernel
         kernels = float(view.dur[pos].sum())
         dur_new[pos[0]] = fused_ns[i]
         dur_new[pos[1:]] = 0.0
         gone[pos[1:]] = True
         shift = 0.0
         if known[pos].all():
-            first_call = float(at[pos].min())
-            shift = max(float(launched[pos].max()) - (first_call + float(cost[pos].max())), 0.0)
+            # the fused call costs what the chain's first call did (an aclnn launch, not an HCCL collective's)
+            shift = max(float(launched[pos].max()) - (float(at[pos].min()) + float(cost[pos[0]])), 0.0)
             event_step.append(int(view.step[pos[0]]))
             event_at.append(int(launched[pos].max()))
             event_shift.append(shift)

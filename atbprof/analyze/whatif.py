@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from atbprof.analyze.detect import first_tensor
 from atbprof.analyze.estimate import estimate
-from atbprof.analyze.estimate_ops import estimate_op, shape_of
+from atbprof.analyze.estimate_ops import estimate_op, matmul_dims, mc2_fused_ns, shape_of
 from atbprof.analyze.patterns import OPPORTUNITY_KINDS
 from atbprof.analyze.replay import replay_savings
 from atbprof.analyze.report import WhatIf, WhatIfStep
@@ -200,8 +200,10 @@ def framework_savings(findings: pa.Table, level: str = "framework") -> np.ndarra
     return out
 
 
-def _member_shapes(findings: pa.Table, rows: list[int], view: OpView) -> dict[int, tuple[list[str], list[str | None]]]:
-    """Row -> (Types, input shapes) of its member kernels, for the rows asked (looked up by op_index)."""
+def _member_shapes(
+    findings: pa.Table, rows: list[int], view: OpView
+) -> dict[int, tuple[list[str], list[str | None], list[float]]]:
+    """Row -> (Types, input shapes, durations) of its member kernels, for the rows asked (looked up by op_index)."""
     members = findings.column("op_indices").to_pylist()
     wanted = np.array(sorted({i for r in rows for i in members[r]}), np.int64)
     at = np.flatnonzero(np.isin(view.op_index, wanted))
@@ -214,8 +216,28 @@ def _member_shapes(findings: pa.Table, rows: list[int], view: OpView) -> dict[in
         out[r] = (
             [str(names[view.type_codes[x]]) for x in p],
             [shape_names[shape_codes[x]] if shape_codes[x] >= 0 else None for x in p],
+            [float(view.dur[x]) for x in p],
         )
     return out
+
+
+def _mc2(
+    types: list[str],
+    inputs: list[str | None],
+    durs: list[float],
+    dtype: str,
+    device: str,
+    clock: float | None,
+    longest: float,
+) -> float:
+    """The MC2 kernel of a MatMul + collective finding (estimate_ops.mc2_fused_ns); its longest member without the
+    MatMul's shapes."""
+    mm = [j for j, t in enumerate(types) if not t.lower().startswith("hcom")]
+    comm = [j for j, t in enumerate(types) if t.lower().startswith("hcom")]
+    dims = matmul_dims(inputs[mm[0]]) if mm and comm else None
+    if dims is None:
+        return longest
+    return mc2_fused_ns(durs[mm[0]], durs[comm[0]], dims, dtype, device, clock)
 
 
 def whatif_device_model(
@@ -271,7 +293,11 @@ def whatif_device_model(
             continue
         if kind == "unfused_op":
             # RoPE, SwiGLU, attention, KV-cache write: the simulator's rule on the dimensions the shapes give
-            types, inputs = shapes.get(i, ([], []))
+            types, inputs, durs = shapes.get(i, ([], [], []))
+            if str(rules[i]) == "mc2":
+                fused[i] = _mc2(types, inputs, durs, _dtype(cols["dtype"][i]), device, clock_mhz, longest[i])
+                saving[i] = kernel[i] + inner[i] - fused[i]
+                continue
             shape = shape_of(str(rules[i]), types, inputs)
             op = estimate_op(str(rules[i]), shape, _dtype(cols["dtype"][i]), device, clock_mhz) if shape else None
             fused[i] = op.fused_ns if op is not None else longest[i]

@@ -41,6 +41,7 @@ class KernelCosts:
     bound: np.ndarray  # index into BOUND_NAMES
     task_type: np.ndarray  # (signatures,) index into TASK_TYPES
     comm_bytes: np.ndarray  # bytes a collective sends over the links (msprof Transit Size), 0 for other kernels
+    iters: np.ndarray | None = None  # tile iterations each kernel pipelines over (MC2 hides all but one's comm)
 
 
 def _ceil_to(x: np.ndarray, m: int) -> np.ndarray:
@@ -313,4 +314,4 @@ def evaluate_costs(
         bound[i] = np.where(
             static[i, 0] >= exec_ns, 2, np.where(np.argmax(stacked, axis=0) <= PIPES.index("scalar"), 0, 1)
         )
-    return KernelCosts(dur, pipes, flops, reads, writes, block, mix, bound, task_type, comm_bytes)
+    return KernelCosts(dur, pipes, flops, reads, writes, block, mix, bound, task_type, comm_bytes, iters)

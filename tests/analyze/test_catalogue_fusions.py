@@ -112,3 +112,41 @@ def test_the_replay_counts_launches_a_host_bound_step_loses_wherever_its_idle_sh
     # the chain's own waits are 0 (it ran back to back): the device-side estimate would say 6 - 3 = 3 us
     assert saved[0] == pytest.approx(20_000)
     assert pc.sum(table.column("task_dur_ns")).as_py() == 117_000
+
+
+TP2 = """name: tiny-tp2
+seed: 0
+model: {{hf_config: {hf}, dtype: fp16}}
+device: {{preset: 910B2}}
+parallel: {{tp: 2}}
+workload: {{batch_size: 1, prompt_len: 16, decode_tokens: 4}}
+execution: {{mode: eager}}
+fusion: {{strategy: all}}
+"""
+
+
+def test_mc2_is_found_across_the_compute_and_communication_streams_and_priced(tmp_path: Path) -> None:
+    """A row-parallel MatMul on the compute stream and the AllReduce of its output on the communication stream."""
+    config = tmp_path / "tp2.yaml"
+    config.write_text(TP2.format(hf=FIXTURES / "hf" / "tiny-llama" / "config.json"))
+
+    def span_us(overrides: list[str]) -> float:
+        cfg = load_config(config, overrides)
+        s = simulate_latency(cfg)
+        return (s.ttft_ms + s.decode_ms_per_token * cfg.workload.decode_tokens) * 1e3
+
+    off = ["fusion.disable=[mc2]"]
+    reports = {}
+    for name, overrides in (("off", off), ("on", [])):
+        api.simulate(config, overrides=overrides, out=tmp_path / name)
+        cli("export", str(tmp_path / name), "--to", "ascend-pt", "--out", str(tmp_path / f"{name}-export"))
+        rank0 = sorted((tmp_path / f"{name}-export").rglob("*rank0*_ascend_pt"))[0]
+        reports[name] = api.analyze(rank0)
+    found = [f for f in reports["off"].findings if f.opportunity]
+    assert [(f.fusion, f.fused_as, f.level) for f in found] == [("mc2", "MatmulAllReduce", "kernel")]
+    assert found[0].examples[0].op_types == ["MatMulV2", "hcom_allReduce_"]
+    assert "torch_npu.npu_mm_all_reduce_base" in (found[0].api or "")
+    assert found[0].by_phase[found[0].examples[0].phase or "all"].per_step == 4  # 2 layers x (attn.o, ffn.down)
+    assert found[0].est_saving_us == pytest.approx(span_us(off) - span_us([]), rel=0.10)
+    assert not reports["on"].has_unfused
+    assert "MatmulAllReduce" in {f.fused_as for f in reports["on"].findings if f.kind == "fused_op"}
