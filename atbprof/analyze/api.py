@@ -341,7 +341,12 @@ def analyze(
     if profile.framework is not None and profile.framework.num_rows:
         from atbprof.analyze.launched import with_device_time
 
-        found = pa.concat_tables([found, detect_framework(profile.framework, patterns)])
+        framework = detect_framework(profile.framework, patterns)
+        if _not_ascend(profile) is not None:
+            # the catalogue's other fusions are torch_npu calls: a GPU's eager RoPE or attention has other fused
+            # forms, which the trace what-if does not price (it prices norm chains)
+            framework = framework.filter(pc.invert(pc.equal(framework.column("kind"), "unfused_op")))
+        found = pa.concat_tables([found, framework])
         found = with_device_time(found, profile.framework, ops)
     latency = launch_latency_ns(meta)
     timeline, timeline_view = ops, view

@@ -150,3 +150,15 @@ def test_mc2_is_found_across_the_compute_and_communication_streams_and_priced(tm
     assert found[0].est_saving_us == pytest.approx(span_us(off) - span_us([]), rel=0.10)
     assert not reports["on"].has_unfused
     assert "MatmulAllReduce" in {f.fused_as for f in reports["on"].findings if f.kind == "fused_op"}
+
+
+def test_the_aten_calls_of_the_unfused_sequences_are_found_too(tmp_path: Path) -> None:
+    report = api.analyze(_exported(tmp_path, "none", ["fusion.strategy=none"]), top=50)
+    framework = {f.fusion: f for f in report.findings if f.kind == "unfused_op" and f.level == "framework"}
+    assert set(framework) == {"rope", "swiglu", "attention", "kv_cache_write"}
+    assert framework["rope"].examples[0].op_types == [
+        "aten::mul", "aten::slice", "aten::neg", "aten::slice", "aten::cat", "aten::mul", "aten::add",
+    ]  # fmt: skip
+    assert framework["swiglu"].fused_as == "torch_npu.npu_swiglu"
+    kernel = {f.fusion: f.count for f in report.findings if f.kind == "unfused_op" and f.level == "kernel"}
+    assert {k: f.count for k, f in framework.items()} == kernel  # one call per kernel sequence

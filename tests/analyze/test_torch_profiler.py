@@ -167,7 +167,11 @@ def test_every_eager_llama_rmsnorm_is_a_decomposed_chain(loaded: dict[str, tuple
     assert fw.filter(pa.array(is_member)).column("parent").null_count == len(members)
     # no other norm findings (no aten::rms_norm in this trace, no LayerNorm chain) but the residual Adds in front
     # of the chains: the Add->Norm fusion that follows once each chain is one call, as many as the fused twin has
-    assert {f.kind for f in report.findings} == {"decomposed_rmsnorm", "add_norm"}
+    assert {f.kind for f in report.findings} == {"decomposed_rmsnorm", "add_norm", "unfused_op"}
+    # and the catalogue's other fusions Hugging Face's code leaves to the framework: rotate_half RoPE (Q and K) and
+    # silu(gate) * up in each layer (attention is SDPA's one call here)
+    other = {f.fusion: f.count for f in of_kind(report, "unfused_op")}
+    assert set(other) == {"rope", "swiglu"} and other["rope"] == 2 * other["swiglu"]
     (add_norm,) = of_kind(report, "add_norm")
     assert add_norm.count == ADDS_BEFORE_A_NORM * FORWARDS and add_norm.opportunity
     assert all(e.op_types[0] == "aten::add" and e.op_types[1] == HF_RMSNORM[0] for e in add_norm.examples)
@@ -199,7 +203,7 @@ def test_fused_rms_norm_is_reported_as_fused_not_its_children(
     (add_norm,) = of_kind(report, "add_norm")
     assert add_norm.count == ADDS_BEFORE_A_NORM * FORWARDS
     assert all(e.op_types == ["aten::add", "aten::rms_norm"] for e in add_norm.examples)
-    assert {f.kind for f in report.findings} == {"fused_norm", "add_norm"}
+    assert {f.kind for f in report.findings} == {"fused_norm", "add_norm", "unfused_op"}
     assert not occurrence_members(report) & inside
 
 
@@ -209,7 +213,7 @@ def test_cli_analyze_json_on_the_trace(traces: dict[str, Path]) -> None:
     doc = orjson.loads(result.output)
     assert doc["has_unfused"] is True
     finding = next(f for f in doc["findings"] if f["kind"] == "decomposed_rmsnorm")
-    assert {f["kind"] for f in doc["findings"]} == {"decomposed_rmsnorm", "add_norm"}
+    assert {f["kind"] for f in doc["findings"]} == {"decomposed_rmsnorm", "add_norm", "unfused_op"}
     assert finding["level"] == "framework"
     assert finding["count"] == NORMS_PER_FORWARD * FORWARDS
     assert finding["by_phase"]["all"]["per_step"] == NORMS_PER_FORWARD
