@@ -332,8 +332,12 @@ def analyze(
     view = OpView.build(ops)
     edges = None
     lut = np.append(patterns.kernel.lookup(view.type_names), np.uint8(0))
-    has_norm = bool(np.isin(lut, np.array(sorted(norm_symbols(patterns)), dtype=np.uint8)).any())
-    if ours and has_norm:  # only norm kernels have Add->Norm / Norm->MatMul edges to confirm
+    # norm kernels, and decomposed norms (their Pow), have Add->Norm / Norm->MatMul edges to confirm
+    symbols = sorted(
+        norm_symbols(patterns) | {patterns.kernel.symbols[c] for c in ("Pow",) if c in patterns.kernel.symbols}
+    )
+    has_norm = bool(np.isin(lut, np.array(symbols, dtype=np.uint8)).any())
+    if ours and has_norm:
         edges, why = edges_for_run(meta, ops)
         if why:
             notes.append(why)

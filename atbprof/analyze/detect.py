@@ -91,8 +91,9 @@ def scan(
             spans = spans[ok]
             if cp.spec.claims and len(spans):
                 writable[member_ranges(spans[:, 0], spans[:, 1])[0]] = OTHER
-                if cp.leaves_symbol is not None:
+                if cp.leaves_symbol is not None:  # its ends: the Add in front, the MatMul after
                     writable[spans[:, 0]] = cp.leaves_symbol
+                    writable[spans[:, 1] - 1] = cp.leaves_symbol
             out.append((cp, first[ok], last[ok] + 1))
         else:
             out.append((cp, np.zeros(0, np.int64), np.zeros(0, np.int64)))
@@ -277,7 +278,10 @@ def _table(
         if kernel_level
         else view.arrow("input_shapes", first, pa.string()),
         "dtype": column("input_dtypes", anchor, pa.string()),
-        "out_width": _last_dims(view, last - 1) if cp.spec.kind == "norm_matmul" else pa.nulls(k, pa.int64()),
+        # the MatMul's N: a Norm->MatMul's, or that of the Norm+MatMul kernel an Add folds into
+        "out_width": _last_dims(view, last - 1)
+        if cp.spec.kind == "norm_matmul" or cp.spec.fused_as.endswith("MatMul")
+        else pa.nulls(k, pa.int64()),
         "evidence": pa.array(EVIDENCE, pa.string()).take(pa.array(evidence.astype(np.int32))),
         "est_fused_ns": pa.nulls(k, pa.float64()),
         "est_saving_ns": pa.nulls(k, pa.float64()),

@@ -57,8 +57,9 @@ class Pattern(_M):
     rule: str = ""
     anchor: Literal[0, -1] = 0
     claims: bool = False
-    # a claimed chain then reads as one op of this class at its first member: the decomposed norm, as the Add in
-    # front of it sees it once the chain is one kernel (add-norm patterns over the class fuse across the chain)
+    # a claimed chain then reads as one op of this class at its first and its last member: the decomposed norm, as
+    # the Add in front of it and the MatMul after it see it once the chain is one kernel (add-norm and norm-matmul
+    # patterns over the class fuse across the chain)
     leaves: str | None = None
     check: Literal["none", "feeds", "feeds_only"] = "none"
 

@@ -62,9 +62,21 @@ def _shifts(step: np.ndarray, at: np.ndarray, e_step: np.ndarray, e_at: np.ndarr
     return np.where(same, running[np.maximum(hit, 0)], 0.0)
 
 
-def replay_savings(view: OpView, findings: pa.Table, rows: np.ndarray, fused_ns: np.ndarray) -> np.ndarray | None:
+def replay_savings(
+    view: OpView,
+    findings: pa.Table,
+    rows: np.ndarray,
+    fused_ns: np.ndarray,
+    order: list[int] | None = None,
+    folds: dict[int, list[int]] | None = None,
+) -> np.ndarray | None:
     """Per finding (NaN where `rows` is not set): its share of what replaying the timeline without the chains of
-    `rows` (each chain one kernel of `fused_ns`) saves its step. None when the profile records no launches."""
+    `rows` (each chain one kernel of `fused_ns`) saves its step. None when the profile records no launches.
+
+    Chains are applied in `order` (default: row order); one that shares kernels with an earlier one keeps the
+    first of its kernels still there (the Add of an Add->Norm after the decomposed norm it ends with became one
+    kernel); `folds`: row -> op_index of kernels an earlier chain left that this one's fused kernel takes in too
+    (a Norm->MatMul folding the AddRmsNorm an Add->Norm finding made)."""
     at = view.ints("host_launch_start_ns", fill=_MISSING)
     known = at != _MISSING
     if not len(view) or not known.any() or not rows.any():
@@ -91,19 +103,28 @@ def replay_savings(view: OpView, findings: pa.Table, rows: np.ndarray, fused_ns:
     event_at: list[int] = []
     event_shift: list[float] = []
     alone = np.zeros(k)
-    for i in np.flatnonzero(rows).tolist():
-        pos = rows_of.rows(members[i])
+    removed = np.zeros(len(view))  # host time the chains applied so far removed, at the kernel each left
+    chosen = set(np.flatnonzero(rows).tolist())
+    for i in [r for r in order if r in chosen] if order is not None else sorted(chosen):
+        pos = np.concatenate([rows_of.rows(members[i]), rows_of.rows((folds or {}).get(i, []))])
+        pos = np.unique(pos[~gone[pos]])
         if not len(pos):
             continue
         pos = pos[np.argsort(view.start[pos], kind="stable")]  # the first to start becomes the fused kernel
-        kernels = float(view.dur[pos].sum())
+        kernels = float(dur_new[pos].sum())
         dur_new[pos[0]] = fused_ns[i]
         dur_new[pos[1:]] = 0.0
         gone[pos[1:]] = True
         shift = 0.0
         if known[pos].all():
-            # the fused call costs what the chain's first call did (an aclnn launch, not an HCCL collective's)
-            shift = max(float(launched[pos].max()) - (float(at[pos].min()) + float(cost[pos[0]])), 0.0)
+            # the fused call costs what the chain's first call did (an aclnn launch, not an HCCL collective's);
+            # host time an earlier chain already removed inside this span (a kernel it left, taken in) is not
+            # removed twice
+            prior = float(removed[pos].sum())
+            span = float(launched[pos].max()) - float(at[pos].min())
+            shift = max(span - float(cost[pos[0]]) - prior, 0.0)
+            removed[pos] = 0.0
+            removed[pos[0]] = prior + shift
             event_step.append(int(view.step[pos[0]]))
             event_at.append(int(launched[pos].max()))
             event_shift.append(shift)

@@ -32,7 +32,10 @@ DEVICE_MODEL = (
     "waits) goes with them, the wait before the first one stays; Norm+MatMul keeps the measured MatMul and adds the "
     "model's cost of folding the norm into it (into the AddRmsNorm when an Add->Norm finding shares the norm, so no "
     "norm is removed twice); chains without shapes assume the fused kernel costs as much as their longest kernel; "
-    "framework-level findings (host time of the aten calls) count only when no device-level one does"
+    "framework-level findings (host time of the aten calls) count only when no device-level one does; where the "
+    "profile records launches, its timeline is replayed without the removed kernels (each chain one fused kernel, "
+    "later launches earlier by the host time the removed calls took): a host-bound step saves its launches "
+    "wherever its idle shows"
 )
 
 
@@ -266,16 +269,30 @@ def whatif_device_model(
     first_op = [ix[0] if ix else -1 for ix in findings.column("op_indices").to_pylist()]
     add_norm_of: dict[int, int] = {}
     chain_at: dict[tuple[str, int], int] = {}  # (level, first op of a decomposed chain) -> its row
+    chain_end: dict[int, int] = {}  # last op of a kernel-level decomposed chain -> its row
     for i, ix in enumerate(findings.column("op_indices").to_pylist()):
         if cols["kind"][i] == "add_norm" and cols["level"][i] == "kernel":
             add_norm_of[ix[-1]] = i
         if str(cols["kind"][i]).startswith("decomposed") and ix:
             chain_at[(str(cols["level"][i]), ix[0])] = i
+            if cols["level"][i] == "kernel":
+                chain_end[ix[-1]] = i
     last_op = [ix[-1] if ix else -1 for ix in findings.column("op_indices").to_pylist()]
+    members_of = findings.column("op_indices").to_pylist()
 
     def chain_of(i: int) -> int | None:
         """The decomposed norm an Add->Norm finding ends with (the norm is a chain, fused first)."""
         return chain_at.get((str(cols["level"][i]), last_op[i])) if cols["kind"][i] == "add_norm" else None
+
+    def _folded(i: int) -> list[int]:
+        """The kernels earlier findings made that a Norm->MatMul's fused kernel takes in: the decomposed norm's
+        (the chain) and the AddRmsNorm's (the Add->Norm in front of its norm)."""
+        if cols["kind"][i] != "norm_matmul":
+            return []
+        behind = chain_end.get(first_op[i])
+        norm_at = members_of[behind][0] if behind is not None else first_op[i]
+        out = list(members_of[behind]) if behind is not None else []
+        return out + (list(members_of[add_norm_of[norm_at]]) if norm_at in add_norm_of else [])
 
     # rows in rule order: decomposed norms, then Add->Norm, then Norm->MatMul (the simulator's norm_kernel,
     # add_norm, norm_matmul)
@@ -306,9 +323,18 @@ def whatif_device_model(
                 model_members += op.members_ns
                 measured_members += kernel[i]
             continue
-        after_add = kind == "norm_matmul" and first_op[i] in add_norm_of
+        # Norm->MatMul after a decomposed norm: the norm is the kernel the chain became, or the AddRmsNorm an
+        # Add->Norm in front of the chain made of it
+        behind = chain_end.get(first_op[i]) if kind == "norm_matmul" else None
+        norm_at = members_of[behind][0] if behind is not None else first_op[i]
+        after_add = kind == "norm_matmul" and norm_at in add_norm_of
         # Norm->MatMul: the norm is either the measured kernel, or the AddRmsNorm that Add->Norm left in its place
-        norm_part = fused[add_norm_of[first_op[i]]] if after_add else kernel[i] - last[i]
+        if after_add:
+            norm_part = fused[add_norm_of[norm_at]]
+        elif behind is not None:
+            norm_part = fused[behind]
+        else:
+            norm_part = kernel[i] - last[i]
         if chain is not None and not np.isnan(fused[chain]):
             # Add->Norm after a decomposed norm: the Add and the fused norm the chain became (not the chain's first
             # kernel, whose time the chain's own saving already counts)
@@ -323,6 +349,14 @@ def whatif_device_model(
         hidden = dims[-1]
         tokens = max(int(np.prod(dims)) // hidden, 1)
         fused_as = str(cols["fused_as"][i])
+        if kind == "add_norm" and fused_as.endswith("MatMul"):
+            # the Add folds into a Norm+MatMul kernel: that kernel as measured, plus what the Add costs it
+            args = (tokens, hidden, int(cols["out_width"][i] or 0), _dtype(cols["dtype"][i]), "LayerNorm" in fused_as)
+            grown = estimate("norm_matmul", *args, True, device, clock_mhz).fused_ns
+            grown -= estimate("norm_matmul", *args, False, device, clock_mhz).fused_ns
+            fused[i] = last[i] + grown
+            saving[i] = kernel[i] + inner[i] - fused[i]
+            continue
         est = estimate(
             kind,
             tokens,
@@ -340,15 +374,24 @@ def whatif_device_model(
         else:
             fused[i] = est.fused_ns
             saving[i] = kernel[i] + inner[i] - est.fused_ns
-        if not after_add and chain is None:  # members measured as such (not a fused estimate in their place)
+        if not after_add and chain is None and behind is None:  # members measured as such (no estimate in place)
             model_members += est.members_ns
             measured_members += kernel[i]
-    if others and view is not None:
-        # an eager profile's own timeline, replayed without those chains: removing launches saves what a
-        # host-bound step loses to them, wherever its idle shows (replay.py)
-        rows = np.zeros(k, bool)
-        rows[others] = True
-        replayed = replay_savings(view, findings, rows, fused)
+    rows = np.array(
+        [
+            cols["kind"][i] in OPPORTUNITY_KINDS and cols["level"][i] == "kernel" and not np.isnan(fused[i])
+            for i in range(k)
+        ],
+        bool,
+    )
+    if rows.any() and view is not None:
+        # the profile's own timeline, replayed without the chains, in rule order: removing launches saves what a
+        # host-bound step loses to them, wherever its idle shows (replay.py); a Norm->MatMul after an Add->Norm
+        # takes in the AddRmsNorm that one made
+        folds = {i: f for i in range(k) if rows[i] and (f := _folded(i))}
+        rank = {**order, "unfused_op": 3}
+        sequence = sorted(np.flatnonzero(rows).tolist(), key=lambda r: rank.get(str(cols["kind"][r]), 0))
+        replayed = replay_savings(view, findings, rows, fused, sequence, folds)
         if replayed is not None:
             saving[rows] = np.where(np.isnan(replayed[rows]), saving[rows], replayed[rows])
     use = counted(findings)
