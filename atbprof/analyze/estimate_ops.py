@@ -25,7 +25,12 @@ from atbprof.graph.nodes import Node
 
 # rules that must run first for the target to see its pattern as the simulator does (SwiGlu fuses Swish and Mul
 # once the up projection is merged into the gate's MatMul, which then no longer sits between them)
-_BEFORE = {"swiglu": ("gate_up_merge",)}
+_BEFORE = {
+    "swiglu": ("gate_up_merge",),
+    "swiglu_quant": ("gate_up_merge", "swiglu"),
+    "add_norm_quant": ("norm_kernel",),
+}
+_QUANT = frozenset({"swiglu_quant", "add_norm_quant"})  # rules of a W8A8 model: priced on its graph
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,14 @@ def shape_of(rule: str, types: Sequence[str], inputs: Sequence[str | None]) -> S
             return None
         b, n, s, hd = x
         return Shape(b, s, s, n, n, hd, 16)
-    if rule == "swiglu":
+    if rule == "add_norm_quant":
+        dims = first_tensor(inputs[0]) if inputs else None
+        if not dims or len(dims) < 2 or min(dims) <= 0:
+            return None
+        tokens = int(np.prod(dims)) // dims[-1]
+        batch = dims[0] if len(dims) >= 3 else tokens
+        return Shape(batch, max(tokens // batch, 1), 1, 1, 1, dims[-1], 16)
+    if rule in ("swiglu", "swiglu_quant"):
         dims = first_tensor(inputs[0]) if inputs else None
         if not dims or dims[-1] <= 0 or min(dims) <= 0:
             return None
@@ -148,6 +160,7 @@ def estimate_op(rule: str, shape: Shape, dtype: str, device: str, clock_mhz: flo
         vocab=16,
         eps=1e-6,
         dtype="bf16" if dtype == "bf16" and spec.supports_bf16 else "fp16",
+        quant="w8a8" if rule in _QUANT else "none",
     )
     rules = load_rules()
     if rule not in rules.rules:

@@ -66,6 +66,12 @@ class ModelSection(_Section):
         description="llama = RMSNorm + RoPE + SwiGLU; gpt = LayerNorm + GELU MLP (seed 000's path)",
     )
     dtype: Literal["fp16", "bf16"] = "fp16"
+    quant: Literal["none", "w8a8"] = Field(
+        default="none",
+        description="w8a8 = the decoder's linears with int8 weights and per-token dynamic int8 activations "
+        "(DynamicQuant + QuantBatchMatmulV3, as vllm-ascend's W8A8 dynamic quantisation runs them); the LM head "
+        "stays in the model dtype",
+    )
     hidden_size: int | None = _limited("hidden_size")  # type: ignore[assignment]
     intermediate_size: int | None = _limited("intermediate_size")  # type: ignore[assignment]
     num_attention_heads: int | None = _limited("num_attention_heads")  # type: ignore[assignment]

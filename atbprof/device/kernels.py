@@ -24,6 +24,7 @@ from atbprof.graph.nodes import Graph, Node
 from atbprof.optable.schema import PIPES
 
 BOUND_NAMES = ("compute", "memory", "launch", "communication")
+INT8_GEMMS = frozenset({"QuantBatchMatmulV3"})  # Work kinds that multiply int8 operands
 TASK_TYPES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "AI_CPU", "COMMUNICATION")
 
 
@@ -185,6 +186,10 @@ def evaluate_costs(
             reads[i] += stream
             if w.mm is not None:
                 b, m, k, n = (ev(d) for d in w.mm)
+                # an int8 GEMM: twice the MACs per cycle (16 x 32 x 16 fractals), one byte per operand element
+                int8 = w.kind in INT8_GEMMS
+                macs = (spec.cube_int8_macs_per_cycle or spec.cube_macs_per_cycle) if int8 else spec.cube_macs_per_cycle
+                elem = 1 if int8 else 2
                 mp, kp, np_ = _ceil_to(m, 16), _ceil_to(k, 16), _ceil_to(n, 16)
                 tm = np.minimum(tile_m, mp)
                 # the widest tile that still gives every core an output tile, else the narrowest
@@ -201,18 +206,18 @@ def evaluate_costs(
                 bd_c = np.maximum(bd_c, bd)
                 waves = np.ceil(tiles / bd)  # the last wave leaves cores idle: quantised, not averaged
                 kt = kp / k_split
-                pipes["mac"][i] += waves * tm * tn * kt / (spec.cube_macs_per_cycle * f * eff.cube)
+                pipes["mac"][i] += waves * tm * tn * kt / (macs * f * eff.cube)
                 # each tile streams its A rows and B columns over its whole K through MTE2 (L2 hits after the
                 # first read): the K-loop traffic that bounds wide-K GEMMs
-                operand_time += waves * (tm + tn) * kt * 2 / (spec.l2_read_bytes_per_cycle * f)
+                operand_time += waves * (tm + tn) * kt * elem / (spec.l2_read_bytes_per_cycle * f)
                 # every wave starts by loading its first K slice before the cube can start and ends by draining
                 # its tile through FixPipe: not hidden by double buffering within the tile
-                first = (tm + tn) * np.minimum(kt, 256) * 2 / (spec.l2_read_bytes_per_cycle * f)
+                first = (tm + tn) * np.minimum(kt, 256) * elem / (spec.l2_read_bytes_per_cycle * f)
                 fill_drain += waves * (first + tm * tn * 2 / (spec.fixpipe_bytes_per_cycle * f))
                 pipes["mte1"][i] += (
                     b
                     * (mp * kp * np.ceil(np_ / 256) + kp * np_ * np.ceil(mp / 128))
-                    * 2
+                    * elem
                     / (bd * spec.mte1_bytes_per_cycle * f)
                 )
                 pipes["fixpipe"][i] += b * m * n * 2 * k_split / (bd * spec.fixpipe_bytes_per_cycle * f)

@@ -87,6 +87,8 @@ class DeviceSpec(_M):
     cores: Cores
     clock_ghz: float = Field(ge=0.05, le=20)
     cube_macs_per_cycle: int = Field(ge=1, le=1 << 20)
+    # int8 MACs per core per cycle (a 16 x 32 x 16 fractal); a spec without it prices int8 GEMMs at the fp16 rate
+    cube_int8_macs_per_cycle: int | None = Field(default=None, ge=1, le=1 << 21)
     vector_bytes_per_cycle: int = Field(ge=1, le=1 << 20)
     core_gm_bytes_per_cycle: float = Field(ge=0.01, le=1 << 20)
     l2_read_bytes_per_cycle: float = Field(ge=0.01, le=1 << 20)

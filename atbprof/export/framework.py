@@ -63,6 +63,10 @@ TORCH_NPU_BY_TYPE = {
     "FusedInferAttentionScore": "npu_fused_infer_attention_score",
     "FFN": "npu_ffn",
     "ReshapeAndCache": "_npu_reshape_and_cache",
+    "DynamicQuant": "npu_dynamic_quant",
+    "QuantBatchMatmulV3": "npu_quant_matmul",
+    "AddRmsNormDynamicQuant": "npu_add_rms_norm_dynamic_quant",
+    "DequantSwigluQuant": "npu_dequant_swiglu_quant",
     "MatmulAllReduce": "npu_mm_all_reduce_base",
 }
 """Fused CANN op type -> the torch_npu API that launches it."""

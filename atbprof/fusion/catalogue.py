@@ -11,7 +11,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-CATALOGUE_SCHEMA_VERSION = "1"
+CATALOGUE_SCHEMA_VERSION = "2"  # 2: simulated is a list of rules
 
 
 class _M(BaseModel):
@@ -25,7 +25,9 @@ class FusionRow(_M):
     api: tuple[str, ...] = Field(description="torch_npu calls that make it (torch_npu.<api>)")
     removes: str = Field(description="the unfused sequence it replaces, as device Types")
     versions: str = Field(description="where names changed between releases")
-    simulated: str = Field(description="the simulator's fusion rule that makes it in a run of ours, or none")
+    simulated: tuple[str, ...] = Field(
+        description="the simulator's fusion rules that make it in a run of ours (empty: none)", strict=False
+    )
     detected: Literal["norm-patterns", "sequences", "fused"] = Field(
         description="norm-patterns: unfused chains and fused kernels (the norm patterns of patterns.yaml); "
         "sequences: its unfused sequence (a patterns.yaml pattern with `fusion: <name>`) and its fused kernels; "

@@ -364,7 +364,7 @@ def _siblings(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult
     sw = _Sweep(graph)
     groups: dict[tuple[int, int], list[Node]] = {}
     for n in graph.nodes:
-        if n.op_type == "MatMulV2" and n.role in rule.roles and n.inputs:
+        if n.op_type in MERGEABLE_GEMMS and n.role in rule.roles and n.inputs:
             groups.setdefault((n.layer, n.inputs[0].producer), []).append(n)
     merged: dict[int, Node] = {}
     skip: set[int] = set()
@@ -383,14 +383,16 @@ def _siblings(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult
         w0 = members[0]
         k = w0.params[0].shape[0]
         n_total = int(sum(m.params[0].shape[1].coef[0] for m in members))
-        weight = Tensor((k, Lin(one=n_total)), w0.params[0].dtype, Lin(one=int(k.coef[0]) * n_total * 2))
+        n0 = int(w0.params[0].shape[1].coef[0])
+        per_element = float(w0.params[0].nbytes.coef[0]) / max(int(k.coef[0]) * n0, 1)  # 2 (fp16), 1 (int8)
+        weight = Tensor((k, Lin(one=n_total)), w0.params[0].dtype, Lin(one=int(k.coef[0]) * n_total * per_element))
         out_bytes = ZERO
         for m in members:
             out_bytes = out_bytes + m.outputs[0].nbytes
         out = Tensor((*w0.outputs[0].shape[:-1], Lin(one=n_total)), w0.outputs[0].dtype, out_bytes)
         mm = w0.work[0].mm
         assert mm is not None
-        node = sw.fuse(rule, members, "MatMulV2", w0.op_name, [], 0)
+        node = sw.fuse(rule, members, w0.op_type, w0.op_name, [], 0)
         node.role = rule.role
         node.params = [weight]
         node.outputs = [out]
@@ -399,10 +401,10 @@ def _siblings(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult
                 "cube",
                 mm=(mm[0], mm[1], mm[2], Lin(one=n_total)),
                 stream_bytes=weight.nbytes,
-                kind="MatMulV2",
+                kind=w0.work[0].kind,
             )
         ]
-        node.fused_from = ()  # a merged GEMM is one MatMulV2, not a fusion of different op types
+        node.fused_from = ()  # a merged GEMM is one GEMM, not a fusion of different op types
         node.units, node.icache, node.rule = 1, False, ""
         merged[w0.id] = node
         skip.update(m.id for m in members[1:])
@@ -413,6 +415,9 @@ def _siblings(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult
         elif n.id not in skip:
             sw.out.append(n)
     return sw.finish(graph)
+
+
+MERGEABLE_GEMMS = ("MatMulV2", "QuantBatchMatmulV3")  # siblings rules merge these (same op type) on one input
 
 
 def apply_fusion(graph: Graph, rules: list[Rule], ctx: FusionContext) -> FusionResult:

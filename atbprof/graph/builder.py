@@ -40,14 +40,20 @@ _API = {
     "Cos": "Cos",
     "Sin": "Sin",
     "ArgMaxV2": "ArgMax",
+    "DynamicQuant": "DynamicQuant",
+    "QuantBatchMatmulV3": "QuantMatmulV4",
 }
+QUANT_MATMUL = "QuantBatchMatmulV3"  # int8 x int8 -> the model dtype, per-token and per-channel scales applied
+INT8 = "DT_INT8"
 FP32 = "DT_FLOAT"
 
 
 def kernel_name(op_type: str) -> str:
     """aclnn kernel naming: aclnn<Api>_<Impl>_<OpType> (ascend_profiling_formats.md section 3.1)."""
     api = _API.get(op_type, op_type)
-    impl = {"MatMulV2": "MatMulCommon", "BatchMatMulV2": "BatchMatMulCommon"}.get(op_type, f"{op_type}AiCore")
+    impl = {"MatMulV2": "MatMulCommon", "BatchMatMulV2": "BatchMatMulCommon", QUANT_MATMUL: QUANT_MATMUL}.get(
+        op_type, f"{op_type}AiCore"
+    )
     if op_type == "Adds":
         return "aclnnAdds_AddAiCore_Add"
     return f"aclnn{api}_{impl}_{op_type}"
@@ -60,6 +66,7 @@ class GraphBuilder:
         self.dt = dims.msprof_dtype
         self.ds = dims.dsize
         self.shard = tensor_parallel_rules()
+        self.quantized: dict[tuple[int, int], tuple[int, Tensor]] = {}  # (producer, width) -> its DynamicQuant
 
     # -- tensors -------------------------------------------------------------------------------------------------
     def act(self, width: int, dtype: str | None = None, tokens: Lin = T) -> Tensor:
@@ -129,10 +136,26 @@ class GraphBuilder:
     def matmul(self, role: str, layer: int, x: tuple[int, Tensor], k: int, n: int, tokens: Lin = T) -> int:
         """The linear of `role` whose full weight is k x n, as one tensor-parallel rank holds it."""
         k, n = self.shard.linear(self.d, role, k, n)
+        if self.d.quant == "w8a8" and layer >= 0:
+            return self._quant_matmul(role, layer, x, k, n, tokens)
         w = self.weight(k, n)
         out = self.act(n, tokens=tokens)
         work = Work("cube", mm=(ONE, tokens, Lin(one=k), Lin(one=n)), stream_bytes=w.nbytes, kind="MatMulV2")
         return self.op("MatMulV2", role, layer, [x], out, work, params=[w])
+
+    def _quant_matmul(self, role: str, layer: int, x: tuple[int, Tensor], k: int, n: int, tokens: Lin) -> int:
+        """W8A8: the activation quantised to int8 per token once (DynamicQuant: int8 values and an fp32 scale per
+        token; the Q, K, V or gate and up projections of one input share it), then an int8 GEMM whose weight is one
+        byte per element, stored NZ (vllm-ascend casts W8A8 weights to FRACTAL_NZ when it loads them)."""
+        key = (x[0], k)
+        if key not in self.quantized:
+            q = Tensor(x[1].shape, INT8, tokens * (k + 4))  # int8 values + one fp32 scale per token
+            nid = self.vec("DynamicQuant", f"{role.split('.')[0]}.quant", layer, [x], q, passes=2.0)
+            self.quantized[key] = self.out(nid)
+        w = Tensor((Lin(one=k), Lin(one=n)), INT8, Lin(one=k * n))
+        out = self.act(n, tokens=tokens)
+        work = Work("cube", mm=(ONE, tokens, Lin(one=k), Lin(one=n)), stream_bytes=w.nbytes, kind=QUANT_MATMUL)
+        return self.op(QUANT_MATMUL, role, layer, [self.quantized[key]], out, work, params=[w])
 
     # -- blocks --------------------------------------------------------------------------------------------------
     def rms_norm(self, role: str, layer: int, x: tuple[int, Tensor], tokens: Lin = T) -> tuple[int, Tensor]:

@@ -38,6 +38,7 @@ class ModelDims:
     dtype: str  # fp16 | bf16
     tp: int = 1  # tensor-parallel ranks: the graph is one rank's share (parallel/sharding.py)
     max_positions: int = 0  # max_position_embeddings (0: not given)
+    quant: str = "none"  # none | w8a8 (int8 weights, per-token dynamic int8 activations in the decoder's linears)
 
     @property
     def head_dim(self) -> int:
@@ -190,6 +191,7 @@ def resolve_model(section: ModelSection) -> ModelDims:
         eps=float(values["rms_norm_eps"]),
         dtype=section.dtype,
         max_positions=_max_positions(hf.get("max_position_embeddings")),
+        quant=section.quant,
     )
 
 

@@ -32,7 +32,7 @@ def catalogue_sections(catalogue: Catalogue) -> list[Section]:
                 ", ".join(row.fused_types),
                 ", ".join(f"torch_npu.{a}" for a in row.api),
                 row.removes + (f" ({row.versions})" if row.versions else ""),
-                row.simulated,
+                ", ".join(row.simulated) or "none",
                 DETECTED[row.detected],
             ]
         )

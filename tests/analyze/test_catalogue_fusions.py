@@ -20,6 +20,8 @@ from tests.reliability.conftest import cli
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 RULES = {  # simulator rule -> (catalogue row, fused kernel, the API the finding names)
+    "add_norm_quant": ("add_rms_norm", "AddRmsNormDynamicQuant", "torch_npu.npu_add_rms_norm_dynamic_quant"),
+    "swiglu_quant": ("swiglu", "DequantSwigluQuant", "torch_npu.npu_dequant_swiglu_quant"),
     "rope": ("rope", "RotaryPositionEmbedding", "torch_npu.npu_rotary_mul"),
     "swiglu": ("swiglu", "SwiGlu", "torch_npu.npu_swiglu"),
     "flash_attention": ("attention", "FusedInferAttentionScore", "torch_npu.npu_fused_infer_attention_score"),
@@ -43,15 +45,23 @@ def _span_us(overrides: list[str]) -> float:
 
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_each_rule_is_found_in_the_unfused_export_and_priced_within_10_percent(tmp_path: Path, rule: str) -> None:
-    off = ["fusion.strategy=all", f"fusion.disable=[{rule}]"]
+    quant = ["model.quant=w8a8"] if rule.endswith("_quant") else []
+    off = ["fusion.strategy=all", f"fusion.disable=[{rule}]", *quant]
     report = api.analyze(_exported(tmp_path, "off", off))
     fusion, fused_as, call = RULES[rule]
     found = [f for f in report.findings if f.kind == "unfused_op" and f.level == "kernel"]
     assert [(f.fusion, f.fused_as, f.rule) for f in found] == [(fusion, fused_as, rule)]
     assert call in (found[0].api or "")
-    resimulated = _span_us(off) - _span_us(["fusion.strategy=all"])
+    resimulated = _span_us(off) - _span_us(["fusion.strategy=all", *quant])
     assert resimulated > 0
     assert found[0].est_saving_us == pytest.approx(resimulated, rel=0.10)
+
+
+def test_the_fullest_fused_w8a8_run_reports_no_missed_fusion(tmp_path: Path) -> None:
+    report = api.analyze(_exported(tmp_path, "all-w8a8", ["fusion.strategy=all", "model.quant=w8a8"]))
+    assert not report.has_unfused and "no missed fusions" in report.summary
+    fused = {f.fused_as for f in report.findings if f.level == "kernel" and not f.opportunity}
+    assert {"AddRmsNormDynamicQuant", "DequantSwigluQuant"} <= fused
 
 
 def test_the_fullest_fused_run_reports_no_missed_fusion_and_counts_the_fused_kernels(tmp_path: Path) -> None:
