@@ -81,6 +81,9 @@ def scan(
     for cp in level.patterns:
         if cp.spec.across_streams != across:
             continue
+        if any(not present[list(token)].any() for token in cp.required):  # a token it needs never occurs
+            out.append((cp, np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            continue
         # the gap-tolerant regex is several times slower: use it only when a gap op occurs at all
         regex = cp.regex if present[list(cp.gap_symbols)].any() else cp.plain
         spans = np.array([m.span() for m in regex.finditer(buf)], dtype=np.int64).reshape(-1, 2)
@@ -94,6 +97,7 @@ def scan(
                 if cp.leaves_symbol is not None:  # its ends: the Add in front, the MatMul after
                     writable[spans[:, 0]] = cp.leaves_symbol
                     writable[spans[:, 1] - 1] = cp.leaves_symbol
+                    present[cp.leaves_symbol] = True
             out.append((cp, first[ok], last[ok] + 1))
         else:
             out.append((cp, np.zeros(0, np.int64), np.zeros(0, np.int64)))

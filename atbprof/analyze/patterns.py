@@ -92,6 +92,8 @@ class CompiledPattern:
     gap_symbols: tuple[int, ...]
     leaves_symbol: int | None = None
     between_symbols: tuple[int, ...] = ()  # tolerated between tokens, not members
+    # symbols of which a match needs at least one, per required token: a profile without one is not scanned
+    required: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,32 @@ def _first_match(named_globs: dict[str, tuple[str, ...]], op_type: str) -> str |
         if any(fnmatch.fnmatchcase(op_type, g) for g in globs):
             return name
     return None
+
+
+def required_tokens(regex: str) -> list[tuple[str, ...]]:
+    """The tokens every match contains: those outside parentheses and not made optional (?, *, {0,...}); none
+    when the regex has a top-level alternative (then no token is certain)."""
+    out: list[tuple[str, ...]] = []
+    depth, i = 0, 0
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "<":
+            end = regex.index(">", i)
+            after = regex[end + 1 : end + 3]
+            if depth == 0 and not (after[:1] in ("?", "*") or after.startswith("{0")):
+                out.append(tuple(n.strip() for n in regex[i + 1 : end].split("|")))
+            i = end + 1
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            return []
+        elif ch == "\\":
+            i += 1
+        i += 1
+    return out
 
 
 def token_classes(regex: str) -> list[tuple[str, ...]]:
@@ -203,8 +231,11 @@ def _compile_level(level: LevelPatterns, where: str) -> CompiledLevel:
         if p.leaves is not None and not p.claims:
             raise ConfigError(f"{where}: pattern {p.name!r}: leaves needs claims: true")
         leaves = symbols[p.leaves] if p.leaves is not None else None
+        required = tuple(tuple(symbols[n] for n in names) for names in required_tokens(p.regex))
         compiled.append(
-            CompiledPattern(p, regex, plain, tuple(ord(c) for c in gap), leaves, tuple(ord(c) for c in between))
+            CompiledPattern(
+                p, regex, plain, tuple(ord(c) for c in gap), leaves, tuple(ord(c) for c in between), required
+            )
         )
     return CompiledLevel(dict(level.classes), symbols, tuple(compiled))
 

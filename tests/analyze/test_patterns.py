@@ -148,3 +148,12 @@ def test_bad_user_patterns_are_config_errors(tmp_path: Path, text: str, message:
 def test_a_missing_patterns_file_names_the_option() -> None:
     with pytest.raises(ConfigError, match=r"--patterns: nope\.yaml: no such file"):
         load_patterns("nope.yaml")
+
+
+def test_required_tokens_are_the_ones_every_match_contains() -> None:
+    from atbprof.analyze.patterns import required_tokens
+
+    assert required_tokens("<Mul>?(<Slice><Neg>|<Neg>)<Concat><Mul><Mul>*<Add>{0,2}<A|B>") == [
+        ("Concat",), ("Mul",), ("A", "B"),
+    ]  # fmt: skip
+    assert required_tokens("<Add><RmsNorm>|<AddRmsNorm>") == []  # a top-level alternative: nothing is certain
