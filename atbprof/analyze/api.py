@@ -15,7 +15,7 @@ from atbprof.analyze.detect import detect_framework, detect_kernels
 from atbprof.analyze.graph_edges import edges_for_run, run_config
 from atbprof.analyze.patterns import KINDS, OPPORTUNITY_KINDS, PatternSet, load_patterns
 from atbprof.analyze.report import AnalysisReport, Breakdown, Finding, Occurrence, PhaseCount, Source, WhatIf
-from atbprof.analyze.view import OpView, dict_codes, has_values, int_column
+from atbprof.analyze.view import OpView, RowsOf, dict_codes, has_values, int_column
 from atbprof.analyze.whatif import whatif_device_model, whatif_resimulated
 from atbprof.importers.base import Profile, import_warnings
 from atbprof.numerics.report import parse_report
@@ -46,11 +46,10 @@ _PORTABLE = {
 }
 
 
-def _types_at(view: OpView, indices: list[int]) -> list[str]:
-    """Op types of a few ops given by op_index."""
-    names = np.array([*view.type_names, "?"], dtype=object)
-    found = np.flatnonzero(np.isin(view.op_index, np.array(indices, dtype=np.int64)))
-    by_index = {int(view.op_index[f]): str(names[view.type_codes[f]]) for f in found.tolist()}
+def _types_at(view: OpView, rows_of: RowsOf, indices: list[int]) -> list[str]:
+    """Op types of a few ops given by op_index (`rows_of`: the view's op_index lookup, built once)."""
+    found = rows_of.rows(indices)
+    by_index = {int(view.op_index[f]): view.type_names[view.type_codes[f]] for f in found.tolist()}
     return [by_index.get(i, "?") for i in indices]
 
 
@@ -90,6 +89,7 @@ def _findings(
     if not table.num_rows:
         return []
     catalogue = _catalogue_of(patterns)
+    rows_of = RowsOf(view.op_index)
     keys = ("level", "kind", "pattern", "fused_as")
     # one integer group key from the dictionary codes of the key columns (no Python object per occurrence)
     group = np.zeros(table.num_rows, dtype=np.int64)
@@ -138,7 +138,7 @@ def _findings(
         examples = []
         for r in sample:
             ix = r["op_indices"]
-            types = _types_at(view, ix) if level == "kernel" else _framework_names(framework, ix)
+            types = _types_at(view, rows_of, ix) if level == "kernel" else _framework_names(framework, ix)
             examples.append(
                 Occurrence(
                     step=r["step"],

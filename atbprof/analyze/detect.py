@@ -86,7 +86,11 @@ def scan(
             continue
         # the gap-tolerant regex is several times slower: use it only when a gap op occurs at all
         regex = cp.regex if present[list(cp.gap_symbols)].any() else cp.plain
-        spans = np.array([m.span() for m in regex.finditer(buf)], dtype=np.int64).reshape(-1, 2)
+        if cp.single is not None:  # one op of a class (a fused kernel): where its symbols are, without the regex
+            at = np.flatnonzero(np.isin(writable, np.array(cp.single, np.uint8)))
+            spans = np.stack([at, at + 1], axis=1).astype(np.int64)
+        else:
+            spans = np.array([m.span() for m in regex.finditer(buf)], dtype=np.int64).reshape(-1, 2)
         if len(spans):
             first, last = pos_of[spans[:, 0]], pos_of[spans[:, 1] - 1]
             # a user regex such as [^A] could match the separator: such a match spans two groups

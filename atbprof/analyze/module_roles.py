@@ -25,9 +25,9 @@ from importlib import resources
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import yaml
 
 from atbprof.analyze.view import OpView
+from atbprof.yamlio import load_data
 
 MODULE_PREFIX = "nn.Module: "
 MODULE_RULE = (
@@ -41,7 +41,7 @@ MODULE_RULE = (
 @cache
 def _rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
     text = resources.files("atbprof.analyze").joinpath("module_roles.yaml").read_text(encoding="utf-8")
-    return tuple((r["role"], re.compile(r["regex"])) for r in yaml.safe_load(text)["rules"])
+    return tuple((r["role"], re.compile(r["regex"])) for r in load_data(text)["rules"])
 
 
 def role_of_class(name: str) -> str | None:

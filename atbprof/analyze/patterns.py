@@ -94,6 +94,7 @@ class CompiledPattern:
     between_symbols: tuple[int, ...] = ()  # tolerated between tokens, not members
     # symbols of which a match needs at least one, per required token: a profile without one is not scanned
     required: tuple[tuple[int, ...], ...] = ()
+    single: tuple[int, ...] | None = None  # the regex is one token (<A|B>): its symbols, matched without the regex
 
 
 @dataclass(frozen=True)
@@ -232,9 +233,11 @@ def _compile_level(level: LevelPatterns, where: str) -> CompiledLevel:
             raise ConfigError(f"{where}: pattern {p.name!r}: leaves needs claims: true")
         leaves = symbols[p.leaves] if p.leaves is not None else None
         required = tuple(tuple(symbols[n] for n in names) for names in required_tokens(p.regex))
+        one = _TOKEN.fullmatch(p.regex.strip())
+        single = required[0] if one and not gap and not between and len(required) == 1 else None
         compiled.append(
             CompiledPattern(
-                p, regex, plain, tuple(ord(c) for c in gap), leaves, tuple(ord(c) for c in between), required
+                p, regex, plain, tuple(ord(c) for c in gap), leaves, tuple(ord(c) for c in between), required, single
             )
         )
     return CompiledLevel(dict(level.classes), symbols, tuple(compiled))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-import yaml
+from atbprof.yamlio import load_data
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class GpuSpec:
 def _entries() -> tuple[tuple[re.Pattern[str], float | None, GpuSpec], ...]:
     text = resources.files("atbprof.data").joinpath("gpus.yaml").read_text(encoding="utf-8")
     out = []
-    for e in yaml.safe_load(text)["gpus"]:
+    for e in load_data(text)["gpus"]:
         spec = GpuSpec(e["name"], float(e["hbm_gbps"]), float(e["memory_gb"]), e["source"])
         floor = e.get("min_memory_gb")
         out.append((re.compile(e["match"], re.IGNORECASE), float(floor) if floor is not None else None, spec))

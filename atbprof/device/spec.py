@@ -6,10 +6,10 @@ from functools import lru_cache
 from importlib import resources
 from typing import Annotated
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from atbprof.errors import ConfigError
+from atbprof.yamlio import load_data
 
 PRESETS = ("910A", "910B1", "910B2", "910B3", "910B4")
 
@@ -128,7 +128,7 @@ class DeviceSpec(_M):
 @lru_cache(maxsize=len(PRESETS))
 def _preset(preset: str) -> DeviceSpec:
     text = resources.files("atbprof.data.devices").joinpath(f"{preset}.yaml").read_text(encoding="utf-8")
-    return DeviceSpec.model_validate(yaml.safe_load(text))  # our own data: a failure here is a bug
+    return DeviceSpec.model_validate(load_data(text))  # our own data: a failure here is a bug
 
 
 def load_device(preset: str | None, spec: str | None = None) -> DeviceSpec:

@@ -8,8 +8,9 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
+
+from atbprof.yamlio import load_data
 
 CATALOGUE_SCHEMA_VERSION = "2"  # 2: simulated is a list of rules
 
@@ -53,4 +54,4 @@ class Catalogue(_M):
 def fusion_catalogue() -> Catalogue:
     """data/fusion_catalogue.yaml, parsed once."""
     text = resources.files("atbprof.data").joinpath("fusion_catalogue.yaml").read_text(encoding="utf-8")
-    return Catalogue(fusions=tuple(FusionRow.model_validate(r) for r in yaml.safe_load(text)["fusions"]))
+    return Catalogue(fusions=tuple(FusionRow.model_validate(r) for r in load_data(text)["fusions"]))

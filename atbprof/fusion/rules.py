@@ -6,11 +6,11 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from atbprof.errors import ConfigError
 from atbprof.suggest import did_you_mean
+from atbprof.yamlio import load_data
 
 
 class Pattern(BaseModel):
@@ -81,7 +81,7 @@ def _parse(doc: object, source: str) -> RuleSet:
 @lru_cache(maxsize=1)
 def _builtin_rules() -> RuleSet:
     text = resources.files("atbprof.data").joinpath("fusion_rules.yaml").read_text(encoding="utf-8")
-    return _parse(yaml.safe_load(text), "fusion_rules.yaml")
+    return _parse(load_data(text), "fusion_rules.yaml")
 
 
 def load_rules(extra_file: str | None = None) -> RuleSet:

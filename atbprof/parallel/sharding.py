@@ -7,10 +7,10 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
 from atbprof.graph.dims import ModelDims
+from atbprof.yamlio import load_data
 
 Collective = Literal["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Send", "Receive", "Broadcast"]
 SizeBy = Literal["heads", "kv_heads", "inter", "vocab"]
@@ -69,10 +69,10 @@ class TensorParallelRules(_M):
 @lru_cache(maxsize=1)
 def tensor_parallel_rules() -> TensorParallelRules:
     text = resources.files("atbprof.data").joinpath("parallel.yaml").read_text(encoding="utf-8")
-    return TensorParallelRules.model_validate(yaml.safe_load(text)["tensor_parallel"])  # our data: a bug if bad
+    return TensorParallelRules.model_validate(load_data(text)["tensor_parallel"])  # our data: a bug if bad
 
 
 @lru_cache(maxsize=1)
 def pipeline_rules() -> PipelineRules:
     text = resources.files("atbprof.data").joinpath("parallel.yaml").read_text(encoding="utf-8")
-    return PipelineRules.model_validate(yaml.safe_load(text)["pipeline"])  # our data: a bug if bad
+    return PipelineRules.model_validate(load_data(text)["pipeline"])  # our data: a bug if bad
