@@ -44,6 +44,7 @@ class Shape:
     kv_heads: int
     head_dim: int
     inter: int
+    kv_int8: bool = False  # the KV cache holds int8 (eager attention dequantised it first)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ def shape_of(rule: str, types: Sequence[str], inputs: Sequence[str | None]) -> S
         nkv = copies[0][1] if copies and copies[0] else nh
         if nkv <= 0 or nh % nkv:
             nkv = nh
-        return Shape(b, s, probs[-1], nh, nkv, hd, 16)
+        int8 = any(t.startswith(("AscendAntiQuant", "AntiQuant")) for t in types)
+        return Shape(b, s, probs[-1], nh, nkv, hd, 16, int8)
     return None
 
 
@@ -161,6 +163,7 @@ def estimate_op(rule: str, shape: Shape, dtype: str, device: str, clock_mhz: flo
         eps=1e-6,
         dtype="bf16" if dtype == "bf16" and spec.supports_bf16 else "fp16",
         quant="w8a8" if rule in _QUANT else "none",
+        kv_int8=shape.kv_int8,
     )
     rules = load_rules()
     if rule not in rules.rules:

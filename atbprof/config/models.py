@@ -72,6 +72,11 @@ class ModelSection(_Section):
         "(DynamicQuant + QuantBatchMatmulV3, as vllm-ascend's W8A8 dynamic quantisation runs them); the LM head "
         "stays in the model dtype",
     )
+    kv_cache_dtype: Literal["auto", "int8"] = Field(
+        default="auto",
+        description="int8 = K and V stored as int8 in the cache (AscendQuant before the cache write; eager attention "
+        "dequantises the cache with AscendAntiQuant, fused attention reads it as int8); auto = the model dtype",
+    )
     hidden_size: int | None = _limited("hidden_size")  # type: ignore[assignment]
     intermediate_size: int | None = _limited("intermediate_size")  # type: ignore[assignment]
     num_attention_heads: int | None = _limited("num_attention_heads")  # type: ignore[assignment]

@@ -64,6 +64,8 @@ TORCH_NPU_BY_TYPE = {
     "FFN": "npu_ffn",
     "ReshapeAndCache": "_npu_reshape_and_cache",
     "DynamicQuant": "npu_dynamic_quant",
+    "AscendQuant": "npu_quantize",
+    "AscendAntiQuant": "npu_anti_quant",
     "QuantBatchMatmulV3": "npu_quant_matmul",
     "AddRmsNormDynamicQuant": "npu_add_rms_norm_dynamic_quant",
     "DequantSwigluQuant": "npu_dequant_swiglu_quant",

@@ -321,27 +321,34 @@ def _at_actual_lengths(node: Node) -> None:
 
 
 def _absorb(rule: Rule, sw: _Sweep, node: Node) -> None:
-    """Drop producers (the GQA BroadcastTo copies) read only by the fused kernel: it reads their inputs instead."""
+    """Drop producers (the GQA BroadcastTo copies, the dequantised copies of an int8 cache) read only by the fused
+    kernel, and the producers of those in turn: it reads their sources instead (the cache, as stored)."""
     if not rule.absorb_inputs:
         return
     by_id = {n.id: n for n in sw.out[-16:]}
-    absorbed = False
+    absorbed: set[int] = set()
     group = 1.0
-    for e in list(node.inputs):
+    pending = list(node.inputs)
+    while pending:
+        e = pending.pop(0)
         prod = by_id.get(e.producer)
-        if prod is None or prod.op_type not in rule.absorb_inputs:
+        if prod is None or prod.op_type not in rule.absorb_inputs or prod.id in absorbed:
             continue
-        if any(sw.remap.get(c) != node.id for c in sw.consumers.get(prod.id, [])):
+        if any(sw.remap.get(c) != node.id and c not in absorbed for c in sw.consumers.get(prod.id, [])):
             continue  # someone else still reads the copy
-        if prod.params and prod.params[0].nbytes.coef.sum():  # the copy's size over the cache's: the GQA group
-            group = float(prod.work[0].vec_bytes.coef.sum() / prod.params[0].nbytes.coef.sum())
-        node.inputs.remove(e)
+        if prod.op_type == "BroadcastTo":  # the copy's size over its source's: the GQA group
+            source = prod.params[0].nbytes if prod.params else prod.inputs[0].tensor.nbytes if prod.inputs else None
+            if source is not None and source.coef.sum():
+                group = float(prod.work[0].vec_bytes.coef.sum() / source.coef.sum())
+        if e in node.inputs:
+            node.inputs.remove(e)
         node.params.extend(p for p in prod.params if not any(p is q for q in node.params))
         node.work = [w for w in node.work if w is not prod.work[0]]
         node.fused_from = (*node.fused_from, prod.op_type)
         node.origin = tuple(sorted((*node.origin_ids, *prod.origin_ids)))
         sw.dropped.add(prod.id)
-        absorbed = True
+        absorbed.add(prod.id)
+        pending.extend(prod.inputs)  # what the copy was made from (a dequantised cache before a GQA copy)
     if absorbed:
         streamed = ZERO
         for p in node.params:

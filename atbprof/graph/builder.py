@@ -227,49 +227,53 @@ class GraphBuilder:
             q_r, k_r = q_heads, k_heads
         # fixed-size KV cache updated in place (the TorchAir "fixed KV cache" step); the cache is a parameter
         # eager attention reads the cache over its attended length L (the KV length, or a fixed cache's size)
-        cache_bytes = Lin(BL=nkv * hd * self.ds)
+        # an int8 cache holds one byte per element (model.kv_cache_dtype: int8)
+        cs, cdt = (1, INT8) if d.kv_int8 else (self.ds, self.dt)
+        cache_bytes = Lin(BL=nkv * hd * cs)
         # K and V caches are distinct tensors of one shape (params are told apart by identity, not value)
-        k_cache = Tensor((B, Lin(one=nkv), KVL, Lin(one=hd)), self.dt, cache_bytes)
-        v_cache = Tensor((B, Lin(one=nkv), KVL, Lin(one=hd)), self.dt, cache_bytes)
-        written = Tensor(k_cache.shape, self.dt, ZERO)  # in place: only the new rows are written (writes_params)
-        new = T * (nkv * hd * self.ds)
-        for src in (k_r, (v, k_heads[1])):
+        k_cache = Tensor((B, Lin(one=nkv), KVL, Lin(one=hd)), cdt, cache_bytes)
+        v_cache = Tensor((B, Lin(one=nkv), KVL, Lin(one=hd)), cdt, cache_bytes)
+        written = Tensor(k_cache.shape, cdt, ZERO)  # in place: only the new rows are written (writes_params)
+        new = T * (nkv * hd * cs)
+        sources = [k_r, (v, k_heads[1])]
+        if d.kv_int8:  # the new K and V rows quantised first (one AscendQuant each), then written
+            rows = Tensor(k_heads[1].shape, INT8, new)
+            sources = [self.out(self.vec("AscendQuant", "attn.kv_quant", layer, [src], rows)) for src in sources]
+        for src in sources:
             w = Work("vector", vec_bytes=new, kind="ScatterUpdate")
             self.op("ScatterUpdate", "attn.kv_write", layer, [src], written, w, params=[], writes_params=new)
-        k_all: tuple[int, Tensor] = (-1, k_cache)
-        v_all: tuple[int, Tensor] = (-1, v_cache)
+        # eager attention reads an int8 cache through a dequantised copy of it (AscendAntiQuant per K and V);
+        # a fused attention kernel reads the int8 cache itself (the flash_attention rule absorbs the copies)
+        plain: list[tuple[int, Tensor]] = []
+        if d.kv_int8:
+            full = Tensor(k_cache.shape, self.dt, Lin(BL=nkv * hd * self.ds))
+            for cache in (k_cache, v_cache):
+                work = Work("vector", vec_bytes=full.nbytes, stream_bytes=cache_bytes, kind="AscendAntiQuant")
+                plain.append(self.out(self.op("AscendAntiQuant", "attn.kv_dequant", layer, [], full, work, [cache])))
+        k_all: tuple[int, Tensor] = plain[0] if plain else (-1, k_cache)
+        v_all: tuple[int, Tensor] = plain[1] if plain else (-1, v_cache)
         if nkv != nh:  # HF repeat_kv materialises the GQA groups
             rep = Tensor((B, Lin(one=nh), KVL, Lin(one=hd)), self.dt, Lin(BL=nh * hd * self.ds))
-            ks = self.op(
-                "BroadcastTo",
-                "attn.repeat_kv",
-                layer,
-                [],
-                rep,
-                Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo"),
-                [k_cache],
-            )
-            vs = self.op(
-                "BroadcastTo",
-                "attn.repeat_kv",
-                layer,
-                [],
-                rep,
-                Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo"),
-                [v_cache],
-            )
-            k_all, v_all = self.out(ks), self.out(vs)
-        gqa = nkv != nh
+            copies = []
+            for source, cache in ((k_all, k_cache), (v_all, v_cache)):
+                if plain:  # copies of the dequantised cache
+                    work = Work("vector", vec_bytes=rep.nbytes, kind="BroadcastTo")
+                    copies.append(self.op("BroadcastTo", "attn.repeat_kv", layer, [source], rep, work))
+                else:
+                    work = Work("vector", vec_bytes=rep.nbytes, stream_bytes=cache_bytes, kind="BroadcastTo")
+                    copies.append(self.op("BroadcastTo", "attn.repeat_kv", layer, [], rep, work, [cache]))
+            k_all, v_all = self.out(copies[0]), self.out(copies[1])
+        gqa = nkv != nh or bool(plain)  # the products read activations (copies), not the cache itself
         scores = Tensor((B, Lin(one=nh), SQ, KVL), self.dt, Lin(TL=nh * self.ds))
         scores32 = Tensor((B, Lin(one=nh), SQ, KVL), FP32, Lin(TL=nh * 4))
         kv_stream = Lin(BL=nh * hd * self.ds) if nkv != nh else cache_bytes
         bmm = Work(
             "cube",
             mm=(Lin(B=nh), SQ, Lin(one=hd), KVL),
-            stream_bytes=ZERO if nkv != nh else kv_stream,
+            stream_bytes=ZERO if gqa else kv_stream,
             kind="BatchMatMulV2",
         )
-        qk_in = [q_r] + ([k_all] if nkv != nh else [])
+        qk_in = [q_r] + ([k_all] if gqa else [])
         s = self.op("BatchMatMulV2", "attn.score", layer, qk_in, scores, bmm, params=[] if gqa else [k_cache])
         sc = self.vec("Mul", "attn.score", layer, [self.out(s)], scores)
         mask = Tensor((B, ONE, SQ, KVL), self.dt, Lin(TL=self.ds))
@@ -281,10 +285,10 @@ class GraphBuilder:
         bmm2 = Work(
             "cube",
             mm=(Lin(B=nh), SQ, KVL, Lin(one=hd)),
-            stream_bytes=ZERO if nkv != nh else kv_stream,
+            stream_bytes=ZERO if gqa else kv_stream,
             kind="BatchMatMulV2",
         )
-        pv_in = [self.out(c2)] + ([v_all] if nkv != nh else [])
+        pv_in = [self.out(c2)] + ([v_all] if gqa else [])
         o = self.op("BatchMatMulV2", "attn.context", layer, pv_in, ctx, bmm2, params=[] if gqa else [v_cache])
         tr = self.vec("Transpose", "attn.context", layer, [self.out(o)], self.act(nh * hd))
         return self.out(self.matmul("attn.o", layer, self.out(tr), d.heads * hd, d.hidden))

@@ -39,6 +39,7 @@ class ModelDims:
     tp: int = 1  # tensor-parallel ranks: the graph is one rank's share (parallel/sharding.py)
     max_positions: int = 0  # max_position_embeddings (0: not given)
     quant: str = "none"  # none | w8a8 (int8 weights, per-token dynamic int8 activations in the decoder's linears)
+    kv_int8: bool = False  # the KV cache holds int8 (one byte per element)
 
     @property
     def head_dim(self) -> int:
@@ -192,6 +193,7 @@ def resolve_model(section: ModelSection) -> ModelDims:
         dtype=section.dtype,
         max_positions=_max_positions(hf.get("max_position_embeddings")),
         quant=section.quant,
+        kv_int8=section.kv_cache_dtype == "int8",
     )
 
 

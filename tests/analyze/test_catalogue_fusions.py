@@ -172,3 +172,21 @@ def test_the_aten_calls_of_the_unfused_sequences_are_found_too(tmp_path: Path) -
     assert framework["swiglu"].fused_as == "torch_npu.npu_swiglu"
     kernel = {f.fusion: f.count for f in report.findings if f.kind == "unfused_op" and f.level == "kernel"}
     assert {k: f.count for k, f in framework.items()} == kernel  # one call per kernel sequence
+
+
+def test_an_int8_kv_cache_is_quantised_written_dequantised_and_read_as_stored_by_fused_attention(
+    tmp_path: Path,
+) -> None:
+    int8 = ["model.kv_cache_dtype=int8"]
+    off = ["fusion.strategy=all", "fusion.disable=[flash_attention]", *int8]
+    report = api.analyze(_exported(tmp_path, "off", off))
+    (found,) = [f for f in report.findings if f.kind == "unfused_op" and f.level == "kernel"]
+    assert found.fusion == "attention"
+    assert found.examples[0].op_types[:2] == ["AscendAntiQuant", "AscendAntiQuant"]  # part of what it replaces
+    resimulated = _span_us(off) - _span_us(["fusion.strategy=all", *int8])
+    assert found.est_saving_us == pytest.approx(resimulated, rel=0.10)
+    fused = api.analyze(_exported(tmp_path, "all", ["fusion.strategy=all", *int8]))
+    assert not fused.has_unfused
+    ops = api.load(_exported(tmp_path, "all2", ["fusion.strategy=all", *int8])).ops
+    types = set(ops.column("op_type").to_pylist())
+    assert "AscendQuant" in types and "AscendAntiQuant" not in types  # the fused kernel reads the int8 cache

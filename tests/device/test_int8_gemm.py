@@ -56,3 +56,16 @@ def test_the_w8a8_graph_quantises_each_input_once_and_keeps_the_lm_head() -> Non
     assert head.op_type == "MatMulV2"
     q = next(n for n in graph.nodes if n.op_type == "QuantBatchMatmulV3")
     assert q.params[0].dtype == "DT_INT8" and q.params[0].nbytes.coef[0] == 4096 * 4096
+
+
+def test_an_int8_kv_cache_is_one_byte_per_element() -> None:
+    from dataclasses import replace
+
+    plain = build_graph(_dims("none"))
+    int8 = build_graph(replace(_dims("none"), kv_int8=True))
+    writes = [n for n in int8.nodes if n.op_type == "ScatterUpdate"]
+    assert all(n.params == [] and n.writes_params.coef.sum() > 0 for n in writes)
+    before = next(n for n in plain.nodes if n.op_type == "ScatterUpdate").writes_params
+    assert writes[0].writes_params.coef.sum() * 2 == before.coef.sum()
+    kinds = [n.op_type for n in int8.nodes]
+    assert kinds.count("AscendQuant") == kinds.count("AscendAntiQuant") == 2 * 2  # K and V, 2 layers
