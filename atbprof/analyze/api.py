@@ -329,13 +329,19 @@ def analyze(
             "kernels it launched, so a kernel's launch time is its share, not the whole call"
         )
     ours = profile.kind == "atbprof-run"
+    ran_on = _not_ascend(profile)  # a GPU / MTIA trace: what it ran on
     view = OpView.build(ops)
     edges = None
     lut = np.append(patterns.kernel.lookup(view.type_names), np.uint8(0))
-    # norm kernels, and decomposed norms (their Pow), have Add->Norm / Norm->MatMul edges to confirm
-    symbols = sorted(
-        norm_symbols(patterns) | {patterns.kernel.symbols[c] for c in ("Pow",) if c in patterns.kernel.symbols}
-    )
+    # norm kernels, and decomposed norms (an op their patterns need), have Add->Norm / Norm->MatMul edges to confirm
+    chains = {
+        s
+        for cp in patterns.kernel.patterns
+        if cp.spec.kind.startswith("decomposed")
+        for t in cp.required[:1]
+        for s in t
+    }
+    symbols = sorted(norm_symbols(patterns) | chains)
     has_norm = bool(np.isin(lut, np.array(symbols, dtype=np.uint8)).any())
     if ours and has_norm:
         edges, why = edges_for_run(meta, ops)
@@ -346,7 +352,7 @@ def analyze(
         from atbprof.analyze.launched import with_device_time
 
         framework = detect_framework(profile.framework, patterns)
-        if _not_ascend(profile) is not None:
+        if ran_on is not None:
             # the catalogue's other fusions are torch_npu calls: a GPU's eager RoPE or attention has other fused
             # forms, which the trace what-if does not price (it prices norm chains)
             framework = framework.filter(pc.invert(pc.equal(framework.column("kind"), "unfused_op")))
@@ -381,7 +387,7 @@ def analyze(
         wi = _not_estimated("what-if not requested", breakdown.span_us)
     elif cfg is not None and isinstance(summary, dict):
         found, wi = whatif_resimulated(found, cfg, summary, breakdown.span_us)
-    elif (ran_on := _not_ascend(profile)) is not None:
+    elif ran_on is not None:
         # the device model is Ascend's: a GPU / MTIA trace's saving is measured from the trace itself instead
         from atbprof.analyze.whatif_trace import whatif_from_trace
         from atbprof.device.gpus import gpu_spec

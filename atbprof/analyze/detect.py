@@ -308,17 +308,13 @@ def detect_kernels(
     view = view or OpView.build(ops)
     edge_map = _edge_map(edges) if edges is not None else {}
     parts = []
-    matches, symbols = scan(patterns.kernel, view)
-    for cp, first, last in matches:
-        keep, evidence = _check(cp, view, first, last, edge_map)
-        skip = np.isin(symbols, cp.between_symbols) if cp.between_symbols else None
-        parts.append(_table("kernel", cp, view, first[keep], last[keep], evidence[keep], True, skip))
-    merged = _merged_streams(ops, patterns.kernel, view)
-    if merged is not None:  # MC2: a MatMul and its collective run on two streams
-        matches, _ = scan(patterns.kernel, merged, across=True)
+    merged = _merged_streams(ops, patterns.kernel, view)  # MC2: a MatMul and its collective on two streams
+    for where, across in ((view, False), *(((merged, True),) if merged is not None else ())):
+        matches, symbols = scan(patterns.kernel, where, across)
         for cp, first, last in matches:
-            keep, evidence = _check(cp, merged, first, last, edge_map)
-            parts.append(_table("kernel", cp, merged, first[keep], last[keep], evidence[keep], True))
+            keep, evidence = _check(cp, where, first, last, edge_map)
+            skip = np.isin(symbols, cp.between_symbols) if cp.between_symbols else None
+            parts.append(_table("kernel", cp, where, first[keep], last[keep], evidence[keep], True, skip))
     return pa.concat_tables(parts) if parts else FINDINGS_SCHEMA.empty_table()
 
 

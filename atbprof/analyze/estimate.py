@@ -49,9 +49,7 @@ def estimate(
 ) -> FusedEstimate:
     """Model durations for one finding shape. `with_add`: the norm is an Add+Norm kernel (Norm+MatMul findings);
     `clock_mhz`: the AI Core clock the profile's counters show (predict/device.py), else the preset's."""
-    spec = load_device(device)
-    if clock_mhz:
-        spec = spec.model_copy(update={"clock_ghz": clock_mhz / 1e3})
+    spec = load_device(device).at_clock(clock_mhz)
     dims = ModelDims(
         name="estimate",
         architecture="gpt" if layer_norm else "llama",
@@ -62,7 +60,7 @@ def estimate(
         layers=1,
         vocab=1,
         eps=1e-6,
-        dtype="bf16" if dtype == "bf16" and spec.supports_bf16 else "fp16",
+        dtype=spec.model_dtype(dtype),
     )
     b = GraphBuilder(dims)
     tok = Lin(one=tokens)

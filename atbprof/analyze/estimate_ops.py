@@ -1,5 +1,5 @@
-"""The device model's duration of a catalogue fusion's kernel (RoPE, SwiGLU, attention, KV-cache write) from the
-shapes a profile records for the unfused sequence it would replace.
+"""The device model's duration of a catalogue fusion's kernel (RoPE, SwiGLU, attention, KV-cache write, MC2, the W8A8
+quant fusions) from the shapes a profile records for the unfused sequence it would replace.
 
 As for the norms (estimate.py), the estimate is built the way a run of ours builds it: the graph builder's one-layer
 LLaMA graph with the dimensions the members' shapes give, the simulator's own fusion rule applied to it, and the
@@ -50,18 +50,23 @@ class Shape:
 @dataclass(frozen=True)
 class OpEstimate:
     fused_ns: float  # one fused kernel
-    members_ns: float  # the kernels one fused kernel replaces, as the model prices them
+    members_ns: float | None  # the kernels one fused kernel replaces, as the model prices them (None: not modelled)
 
 
-def _dims4(text: str | None, at: int = 0) -> tuple[int, ...] | None:
-    """The `at`-th tensor of a shapes string, when it is 4-D (batch, heads, tokens, head_dim)."""
-    if not text:
-        return None
-    parts = text.strip('"').split(";")
-    if at >= len(parts):
-        return None
-    dims = first_tensor(parts[at])
+def _dims4(text: str | None) -> tuple[int, ...] | None:
+    """The first tensor of a shapes string, when it is 4-D (batch, heads, tokens, head_dim)."""
+    dims = first_tensor(text)
     return dims if dims is not None and len(dims) == 4 and min(dims) > 0 else None
+
+
+def _rows(text: str | None) -> tuple[int, int, int] | None:
+    """(batch, tokens per sequence, width) of an activation's first tensor ([B, S, W] or [T, W])."""
+    dims = first_tensor(text)
+    if not dims or len(dims) < 2 or min(dims) <= 0:
+        return None
+    tokens = int(np.prod(dims)) // dims[-1]
+    batch = dims[0] if len(dims) >= 3 else tokens
+    return batch, max(tokens // batch, 1), dims[-1]
 
 
 def shape_of(rule: str, types: Sequence[str], inputs: Sequence[str | None]) -> Shape | None:
@@ -73,20 +78,11 @@ def shape_of(rule: str, types: Sequence[str], inputs: Sequence[str | None]) -> S
             return None
         b, n, s, hd = x
         return Shape(b, s, s, n, n, hd, 16)
-    if rule == "add_norm_quant":
-        dims = first_tensor(inputs[0]) if inputs else None
-        if not dims or len(dims) < 2 or min(dims) <= 0:
-            return None
-        tokens = int(np.prod(dims)) // dims[-1]
-        batch = dims[0] if len(dims) >= 3 else tokens
-        return Shape(batch, max(tokens // batch, 1), 1, 1, 1, dims[-1], 16)
-    if rule in ("swiglu", "swiglu_quant"):
-        dims = first_tensor(inputs[0]) if inputs else None
-        if not dims or dims[-1] <= 0 or min(dims) <= 0:
-            return None
-        tokens = int(np.prod(dims)) // dims[-1]
-        batch = dims[0] if len(dims) >= 3 else tokens
-        return Shape(batch, max(tokens // batch, 1), 1, 1, 1, 128, dims[-1])
+    rows = _rows(inputs[0]) if inputs else None
+    if rule == "add_norm_quant" and rows:
+        return Shape(rows[0], rows[1], 1, 1, 1, rows[2], 16)
+    if rule in ("swiglu", "swiglu_quant") and rows:
+        return Shape(rows[0], rows[1], 1, 1, 1, 128, rows[2])
     if rule == "flash_attention":
         bmm = [i for i, t in enumerate(types) if t.startswith("BatchMatMul")]
         if len(bmm) < 2:
@@ -102,6 +98,30 @@ def shape_of(rule: str, types: Sequence[str], inputs: Sequence[str | None]) -> S
         int8 = any(t.startswith(("AscendAntiQuant", "AntiQuant")) for t in types)
         return Shape(b, s, probs[-1], nh, nkv, hd, 16, int8)
     return None
+
+
+def fused_op(
+    rule: str,
+    types: Sequence[str],
+    inputs: Sequence[str | None],
+    durs: Sequence[float],
+    dtype: str,
+    device: str,
+    clock_mhz: float | None,
+) -> OpEstimate | None:
+    """The fused kernel of a finding of `rule` from its member kernels (Types, input shapes, measured durations),
+    or None when the shapes do not say; MC2 builds on the measured MatMul and collective (the replaced kernels
+    are not modelled then)."""
+    if rule == "mc2":
+        mm = [j for j, t in enumerate(types) if not t.lower().startswith("hcom")]
+        comm = [j for j, t in enumerate(types) if t.lower().startswith("hcom")]
+        dims = matmul_dims(inputs[mm[0]]) if mm and comm else None
+        if dims is None:
+            return None
+        fused = mc2_fused_ns(durs[mm[0]], durs[comm[0]], dims, dtype, device, clock_mhz)
+        return OpEstimate(fused, None)
+    shape = shape_of(rule, types, inputs)
+    return estimate_op(rule, shape, dtype, device, clock_mhz) if shape else None
 
 
 def matmul_dims(inputs: str | None) -> tuple[int, int, int] | None:
@@ -125,15 +145,9 @@ def mc2_fused_ns(
     finished tile is sent while the next is computed, so the longer side shows in full and the shorter one for one
     tile iteration of the MatMul (its iterations from the cost model at these dimensions). The measured kernels
     give both sides, less their fixed per-task costs (the device spec's)."""
-    spec = load_device(device)
-    if clock_mhz:
-        spec = spec.model_copy(update={"clock_ghz": clock_mhz / 1e3})
+    spec = load_device(device).at_clock(clock_mhz)
     tokens, k, n = dims
-    b = GraphBuilder(
-        ModelDims(
-            "estimate", "llama", k, 16, 1, 1, 1, 16, 1e-6, "bf16" if dtype == "bf16" and spec.supports_bf16 else "fp16"
-        )
-    )
+    b = GraphBuilder(ModelDims("estimate", "llama", k, 16, 1, 1, 1, 16, 1e-6, spec.model_dtype(dtype)))
     x = (-1, b.act(k, tokens=Lin(one=tokens)))
     node = b.nodes[b.matmul("x.matmul", 0, x, k, n, tokens=Lin(one=tokens))]
     costs = evaluate_costs([node], spec, basis_values(1, np.array([1]), np.array([1])))
@@ -148,9 +162,7 @@ def mc2_fused_ns(
 def estimate_op(rule: str, shape: Shape, dtype: str, device: str, clock_mhz: float | None = None) -> OpEstimate | None:
     """Model durations of the kernel `rule` fuses, for one occurrence at `shape` (None: the rule does not fire
     on the graph these dimensions give)."""
-    spec = load_device(device)
-    if clock_mhz:
-        spec = spec.model_copy(update={"clock_ghz": clock_mhz / 1e3})
+    spec = load_device(device).at_clock(clock_mhz)
     dims = ModelDims(
         name="estimate",
         architecture="llama",
@@ -161,7 +173,7 @@ def estimate_op(rule: str, shape: Shape, dtype: str, device: str, clock_mhz: flo
         layers=1,
         vocab=16,
         eps=1e-6,
-        dtype="bf16" if dtype == "bf16" and spec.supports_bf16 else "fp16",
+        dtype=spec.model_dtype(dtype),
         quant="w8a8" if rule in _QUANT else "none",
         kv_int8=shape.kv_int8,
     )

@@ -83,13 +83,9 @@ def replay_savings(
         return None
     cost = view.ints("host_launch_dur_ns", fill=0)
     launched = np.where(known, at + cost, _MISSING)
-    prev_end = view.start - view.gap
-    # held by its launch: it waited, and its launch ended after the kernel before it had finished
-    by_launch = known & ~view.group_first & (view.gap > 0) & (launched > prev_end)
-    # the device's usual delay from a launch call's end to its kernel's start
-    delay = float(np.median((view.start - launched)[by_launch])) if by_launch.any() else 0.0
-    # a group's first kernel waited for its launch when it started within that delay (+1 us) of it
-    by_launch |= known & view.group_first & (view.start - launched <= delay + 1000)
+    by_launch, delay = _waited_for_launch(view, known, launched)
+    # when each kernel was held back in the profile: a kernel that waited started when it could (its start); one
+    # queued behind the kernel before it (no gap) only follows that one
     held = np.where(view.gap > 0, view.start, -np.inf)
     held[view.group_first] = view.start[view.group_first]
     held = held.astype(float)
@@ -147,14 +143,31 @@ def replay_savings(
     np.maximum.at(old_step, inverse, old_end)
     np.maximum.at(new_step, inverse, new_end)
     saved = np.maximum(old_step - new_step, 0.0)
-    # shared by the step's chains in proportion to what each alone removes
     step_of = findings.column("step").fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
     out = np.full(k, np.nan)
     sel = np.flatnonzero(rows)
-    where = np.clip(np.searchsorted(steps, step_of[sel]), 0, max(len(steps) - 1, 0))
-    found = steps[where] == step_of[sel] if len(steps) else np.zeros(len(sel), bool)
-    weight_sum = np.zeros(len(steps))
-    np.add.at(weight_sum, where[found], alone[sel][found])
-    share = np.where(weight_sum[where] > 0, alone[sel] / np.maximum(weight_sum[where], 1e-9), 0.0)
-    out[sel] = np.where(found, saved[where] * share, alone[sel])
+    out[sel] = _shared(steps, saved, step_of[sel], alone[sel])
     return out
+
+
+def _waited_for_launch(view: OpView, known: np.ndarray, launched: np.ndarray) -> tuple[np.ndarray, float]:
+    """Which kernels waited for their launch, and the device's usual delay from a launch call's end to its kernel's
+    start (the median over those)."""
+    prev_end = view.start - view.gap
+    # it waited, and its launch ended after the kernel before it had finished
+    by_launch = known & ~view.group_first & (view.gap > 0) & (launched > prev_end)
+    delay = float(np.median((view.start - launched)[by_launch])) if by_launch.any() else 0.0
+    # a group's first kernel waited for its launch when it started within that delay (+1 us) of it
+    by_launch |= known & view.group_first & (view.start - launched <= delay + 1000)
+    return by_launch, delay
+
+
+def _shared(steps: np.ndarray, saved: np.ndarray, step_of: np.ndarray, alone: np.ndarray) -> np.ndarray:
+    """Each chain's share of its step's saving, in proportion to what it alone removes (a chain in a step the
+    timeline does not know keeps that)."""
+    where = np.clip(np.searchsorted(steps, step_of), 0, max(len(steps) - 1, 0))
+    found = steps[where] == step_of if len(steps) else np.zeros(len(step_of), bool)
+    weight_sum = np.zeros(len(steps))
+    np.add.at(weight_sum, where[found], alone[found])
+    share = np.where(weight_sum[where] > 0, alone / np.maximum(weight_sum[where], 1e-9), 0.0)
+    return np.where(found, saved[where] * share, alone)

@@ -13,11 +13,11 @@ import pyarrow.compute as pc
 
 from atbprof.analyze.detect import first_tensor
 from atbprof.analyze.estimate import estimate
-from atbprof.analyze.estimate_ops import estimate_op, matmul_dims, mc2_fused_ns, shape_of
+from atbprof.analyze.estimate_ops import fused_op
 from atbprof.analyze.patterns import OPPORTUNITY_KINDS
 from atbprof.analyze.replay import replay_savings
 from atbprof.analyze.report import WhatIf, WhatIfStep
-from atbprof.analyze.view import OpView
+from atbprof.analyze.view import OpView, RowsOf
 
 if TYPE_CHECKING:
     from atbprof.config.models import RunConfig
@@ -206,41 +206,24 @@ def framework_savings(findings: pa.Table, level: str = "framework") -> np.ndarra
 def _member_shapes(
     findings: pa.Table, rows: list[int], view: OpView
 ) -> dict[int, tuple[list[str], list[str | None], list[float]]]:
-    """Row -> (Types, input shapes, durations) of its member kernels, for the rows asked (looked up by op_index)."""
+    """Row -> (Types, input shapes, durations) of its member kernels, for the rows asked."""
     members = findings.column("op_indices").to_pylist()
-    wanted = np.array(sorted({i for r in rows for i in members[r]}), np.int64)
-    at = np.flatnonzero(np.isin(view.op_index, wanted))
-    pos = dict(zip(view.op_index[at].tolist(), at.tolist(), strict=True))
-    names = [*view.type_names, ""]
+    rows_of = RowsOf(view.op_index)
     shape_codes, shape_names = view.codes("input_shapes")
     out = {}
     for r in rows:
-        p = [pos[i] for i in members[r] if i in pos]
+        p = rows_of.rows(members[r]).tolist()
         out[r] = (
-            [str(names[view.type_codes[x]]) for x in p],
+            [view.type_names[view.type_codes[x]] if view.type_codes[x] >= 0 else "" for x in p],
             [shape_names[shape_codes[x]] if shape_codes[x] >= 0 else None for x in p],
             [float(view.dur[x]) for x in p],
         )
     return out
 
 
-def _mc2(
-    types: list[str],
-    inputs: list[str | None],
-    durs: list[float],
-    dtype: str,
-    device: str,
-    clock: float | None,
-    longest: float,
-) -> float:
-    """The MC2 kernel of a MatMul + collective finding (estimate_ops.mc2_fused_ns); its longest member without the
-    MatMul's shapes."""
-    mm = [j for j, t in enumerate(types) if not t.lower().startswith("hcom")]
-    comm = [j for j, t in enumerate(types) if t.lower().startswith("hcom")]
-    dims = matmul_dims(inputs[mm[0]]) if mm and comm else None
-    if dims is None:
-        return longest
-    return mc2_fused_ns(durs[mm[0]], durs[comm[0]], dims, dtype, device, clock)
+# the order the simulator's rules run in: decomposed norms (norm_kernel), Add->Norm (add_norm), Norm->MatMul
+# (norm_matmul), then the catalogue's other fusions (independent of the norms)
+_RULE_ORDER = {"decomposed_rmsnorm": 0, "decomposed_layernorm": 0, "add_norm": 1, "norm_matmul": 2, "unfused_op": 3}
 
 
 def whatif_device_model(
@@ -265,42 +248,45 @@ def whatif_device_model(
     saving = np.zeros(k)
     model_members = 0.0
     measured_members = 0.0
+    members_of = findings.column("op_indices").to_pylist()
+    first_op = [ix[0] if ix else -1 for ix in members_of]
+    last_op = [ix[-1] if ix else -1 for ix in members_of]
     # the norm an Add->Norm finding ends with, by op_index -> that finding's row (Norm->MatMul builds on it)
-    first_op = [ix[0] if ix else -1 for ix in findings.column("op_indices").to_pylist()]
     add_norm_of: dict[int, int] = {}
     chain_at: dict[tuple[str, int], int] = {}  # (level, first op of a decomposed chain) -> its row
     chain_end: dict[int, int] = {}  # last op of a kernel-level decomposed chain -> its row
-    for i, ix in enumerate(findings.column("op_indices").to_pylist()):
+    for i, ix in enumerate(members_of):
         if cols["kind"][i] == "add_norm" and cols["level"][i] == "kernel":
             add_norm_of[ix[-1]] = i
         if str(cols["kind"][i]).startswith("decomposed") and ix:
             chain_at[(str(cols["level"][i]), ix[0])] = i
             if cols["level"][i] == "kernel":
                 chain_end[ix[-1]] = i
-    last_op = [ix[-1] if ix else -1 for ix in findings.column("op_indices").to_pylist()]
-    members_of = findings.column("op_indices").to_pylist()
 
     def chain_of(i: int) -> int | None:
         """The decomposed norm an Add->Norm finding ends with (the norm is a chain, fused first)."""
         return chain_at.get((str(cols["level"][i]), last_op[i])) if cols["kind"][i] == "add_norm" else None
 
-    def _folded(i: int) -> list[int]:
+    def norm_before(i: int) -> tuple[int | None, int]:
+        """A Norm->MatMul's norm: (the decomposed chain it follows, or None; the op the norm starts at, where an
+        Add->Norm in front of it ends)."""
+        behind = chain_end.get(first_op[i]) if cols["kind"][i] == "norm_matmul" else None
+        return behind, members_of[behind][0] if behind is not None else first_op[i]
+
+    def folded(i: int) -> list[int]:
         """The kernels earlier findings made that a Norm->MatMul's fused kernel takes in: the decomposed norm's
         (the chain) and the AddRmsNorm's (the Add->Norm in front of its norm)."""
         if cols["kind"][i] != "norm_matmul":
             return []
-        behind = chain_end.get(first_op[i])
-        norm_at = members_of[behind][0] if behind is not None else first_op[i]
+        behind, norm_at = norm_before(i)
         out = list(members_of[behind]) if behind is not None else []
         return out + (list(members_of[add_norm_of[norm_at]]) if norm_at in add_norm_of else [])
 
-    # rows in rule order: decomposed norms, then Add->Norm, then Norm->MatMul (the simulator's norm_kernel,
-    # add_norm, norm_matmul)
-    order = {"decomposed_rmsnorm": 0, "decomposed_layernorm": 0, "add_norm": 1, "norm_matmul": 2}
     rules = findings.column("rule").to_pylist()
     others = [i for i in range(k) if cols["kind"][i] == "unfused_op" and cols["level"][i] == "kernel"]
     shapes = _member_shapes(findings, others, view) if others and view is not None else {}
-    for i in sorted(range(k), key=lambda r: order.get(str(cols["kind"][r]), 0)):
+    in_order = sorted(range(k), key=lambda r: _RULE_ORDER.get(str(cols["kind"][r]), 0))
+    for i in in_order:
         kind = str(cols["kind"][i])
         if kind not in OPPORTUNITY_KINDS:
             continue
@@ -309,24 +295,18 @@ def whatif_device_model(
             saving[i] = host_saving[i]
             continue
         if kind == "unfused_op":
-            # RoPE, SwiGLU, attention, KV-cache write: the simulator's rule on the dimensions the shapes give
+            # the catalogue's other fusions: the simulator's rule on the dimensions the shapes give
             types, inputs, durs = shapes.get(i, ([], [], []))
-            if str(rules[i]) == "mc2":
-                fused[i] = _mc2(types, inputs, durs, _dtype(cols["dtype"][i]), device, clock_mhz, longest[i])
-                saving[i] = kernel[i] + inner[i] - fused[i]
-                continue
-            shape = shape_of(str(rules[i]), types, inputs)
-            op = estimate_op(str(rules[i]), shape, _dtype(cols["dtype"][i]), device, clock_mhz) if shape else None
+            op = fused_op(str(rules[i]), types, inputs, durs, _dtype(cols["dtype"][i]), device, clock_mhz)
             fused[i] = op.fused_ns if op is not None else longest[i]
             saving[i] = kernel[i] + inner[i] - fused[i]
-            if op is not None:
+            if op is not None and op.members_ns is not None:
                 model_members += op.members_ns
                 measured_members += kernel[i]
             continue
         # Norm->MatMul after a decomposed norm: the norm is the kernel the chain became, or the AddRmsNorm an
         # Add->Norm in front of the chain made of it
-        behind = chain_end.get(first_op[i]) if kind == "norm_matmul" else None
-        norm_at = members_of[behind][0] if behind is not None else first_op[i]
+        behind, norm_at = norm_before(i)
         after_add = kind == "norm_matmul" and norm_at in add_norm_of
         # Norm->MatMul: the norm is either the measured kernel, or the AddRmsNorm that Add->Norm left in its place
         if after_add:
@@ -388,10 +368,8 @@ def whatif_device_model(
         # the profile's own timeline, replayed without the chains, in rule order: removing launches saves what a
         # host-bound step loses to them, wherever its idle shows (replay.py); a Norm->MatMul after an Add->Norm
         # takes in the AddRmsNorm that one made
-        folds = {i: f for i in range(k) if rows[i] and (f := _folded(i))}
-        rank = {**order, "unfused_op": 3}
-        sequence = sorted(np.flatnonzero(rows).tolist(), key=lambda r: rank.get(str(cols["kind"][r]), 0))
-        replayed = replay_savings(view, findings, rows, fused, sequence, folds)
+        folds = {i: f for i in range(k) if rows[i] and (f := folded(i))}
+        replayed = replay_savings(view, findings, rows, fused, [i for i in in_order if rows[i]], folds)
         if replayed is not None:
             saving[rows] = np.where(np.isnan(replayed[rows]), saving[rows], replayed[rows])
     use = counted(findings)

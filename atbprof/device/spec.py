@@ -124,6 +124,14 @@ class DeviceSpec(_M):
     def supports_bf16(self) -> bool:
         return self.soc_version != "Ascend910"
 
+    def model_dtype(self, dtype: str) -> str:
+        """The dtype a model of `dtype` runs in here: bf16 only where the SoC has it, else fp16."""
+        return "bf16" if dtype == "bf16" and self.supports_bf16 else "fp16"
+
+    def at_clock(self, clock_mhz: float | None) -> DeviceSpec:
+        """This device at the AI Core clock a profile's counters show (None: the preset's)."""
+        return self.model_copy(update={"clock_ghz": clock_mhz / 1e3}) if clock_mhz else self
+
 
 @lru_cache(maxsize=len(PRESETS))
 def _preset(preset: str) -> DeviceSpec:
