@@ -29,6 +29,7 @@ _BEFORE = {
     "swiglu": ("gate_up_merge",),
     "swiglu_quant": ("gate_up_merge", "swiglu"),
     "add_norm_quant": ("norm_kernel",),
+    "qkv_norm_rope_cache": ("norm_kernel", "qkv_merge", "rope", "kv_cache_write"),
 }
 _QUANT = frozenset({"swiglu_quant", "add_norm_quant"})  # rules of a W8A8 model: priced on its graph
 
@@ -45,6 +46,7 @@ class Shape:
     head_dim: int
     inter: int
     kv_int8: bool = False  # the KV cache holds int8 (eager attention dequantised it first)
+    vocab: int = 16  # the logits' width (the sampler's rows)
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,18 @@ def shape_of(rule: str, types: Sequence[str], inputs: Sequence[str | None]) -> S
             return None
         b, n, s, hd = x
         return Shape(b, s, s, n, n, hd, 16)
+    if rule == "qkv_norm_rope_cache":  # the query heads' RoPE input, then the key heads' (one RoPE: both alike)
+        heads = [d for d in (_dims4(s) for s in inputs) if d]
+        if not heads:
+            return None
+        b, nh, s, hd = heads[0]
+        nkv = heads[1][1] if len(heads) > 1 and heads[1][1] > 0 and nh % heads[1][1] == 0 else nh
+        return Shape(b, s, s, nh, nkv, hd, 16)
     rows = _rows(inputs[0]) if inputs else None
     if rule == "add_norm_quant" and rows:
         return Shape(rows[0], rows[1], 1, 1, 1, rows[2], 16)
+    if rule == "sampling" and rows:  # [batch, vocab] logits rows, one per sequence
+        return Shape(rows[0] * rows[1], 1, 1, 1, 1, 128, 16, vocab=rows[2])
     if rule in ("swiglu", "swiglu_quant") and rows:
         return Shape(rows[0], rows[1], 1, 1, 1, 128, rows[2])
     if rule == "flash_attention":
@@ -171,11 +182,13 @@ def estimate_op(rule: str, shape: Shape, dtype: str, device: str, clock_mhz: flo
         heads=shape.heads,
         kv_heads=shape.kv_heads,
         layers=1,
-        vocab=16,
+        vocab=shape.vocab,
         eps=1e-6,
         dtype=spec.model_dtype(dtype),
         quant="w8a8" if rule in _QUANT else "none",
         kv_int8=shape.kv_int8,
+        sampling="top_k_top_p" if rule == "sampling" else "greedy",
+        qk_norm=rule == "qkv_norm_rope_cache",
     )
     rules = load_rules()
     if rule not in rules.rules:

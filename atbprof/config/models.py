@@ -59,7 +59,9 @@ def _limited(key: str) -> object:
 class ModelSection(_Section):
     """A preset name (atbprof/data/models) or a Hugging Face LLaMA config.json, plus optional overrides."""
 
-    preset: str | None = Field(default=None, description="llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b")
+    preset: str | None = Field(
+        default=None, description="llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, qwen3-8b"
+    )
     hf_config: str | None = Field(default=None, description="path to a Hugging Face config.json")
     architecture: Literal["llama", "gpt"] = Field(
         default="llama",
@@ -76,6 +78,17 @@ class ModelSection(_Section):
         default="auto",
         description="int8 = K and V stored as int8 in the cache (AscendQuant before the cache write; eager attention "
         "dequantises the cache with AscendAntiQuant, fused attention reads it as int8); auto = the model dtype",
+    )
+    qk_norm: bool | None = Field(
+        default=None,
+        description="RMSNorm over each query and key head before RoPE (Qwen3's q_norm / k_norm); default: from the "
+        "config.json's model_type (qwen3, qwen3_moe)",
+    )
+    sampling: Literal["greedy", "top_k_top_p"] = Field(
+        default="greedy",
+        description="top_k_top_p = the sampler filters the logits by top-k and top-p and draws a token (vLLM's "
+        "apply_top_k_top_p: Sort, masks, SoftmaxV2, Cumsum, ScatterElements; fused: ApplyTopKTopPWithSorted); "
+        "greedy = argmax",
     )
     hidden_size: int | None = _limited("hidden_size")  # type: ignore[assignment]
     intermediate_size: int | None = _limited("intermediate_size")  # type: ignore[assignment]
@@ -103,9 +116,9 @@ class ModelSection(_Section):
         if self.preset and self.hf_config:
             raise ValueError("give either model.preset or model.hf_config, not both")
         if not self.preset and not self.hf_config:
-            raise ValueError(
-                "model needs a preset (llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b) or an hf_config path"
-            )
+            from atbprof.data.models import PRESETS
+
+            raise ValueError(f"model needs a preset ({', '.join(PRESETS)}) or an hf_config path")
         return self
 
 

@@ -42,6 +42,15 @@ _API = {
     "ArgMaxV2": "ArgMax",
     "DynamicQuant": "DynamicQuant",
     "QuantBatchMatmulV3": "QuantMatmulV4",
+    # vLLM's apply_top_k_top_p in PyTorch (the sampler's path without the fused kernel)
+    "Sort": "Sort",
+    "GatherElements": "Gather",
+    "Less": "LtTensor",
+    "LessEqual": "LeTensor",
+    "MaskedFill": "InplaceMaskedFillScalar",
+    "Cumsum": "Cumsum",
+    "ScatterElements": "Scatter",
+    "RealDiv": "Div",
 }
 QUANT_MATMUL = "QuantBatchMatmulV3"  # int8 x int8 -> the model dtype, per-token and per-channel scales applied
 INT8 = "DT_INT8"
@@ -158,8 +167,11 @@ class GraphBuilder:
         return self.op(QUANT_MATMUL, role, layer, [self.quantized[key]], out, work, params=[w])
 
     # -- blocks --------------------------------------------------------------------------------------------------
-    def rms_norm(self, role: str, layer: int, x: tuple[int, Tensor], tokens: Lin = T) -> tuple[int, Tensor]:
-        h = self.d.hidden
+    def rms_norm(
+        self, role: str, layer: int, x: tuple[int, Tensor], tokens: Lin = T, width: int = 0
+    ) -> tuple[int, Tensor]:
+        """LlamaRMSNorm over the last `width` elements (default: the hidden size) of `tokens` rows."""
+        h = width or self.d.hidden
         f32 = self.act(h, FP32, tokens)
         col = Tensor((B, SQ, ONE) if tokens is T else (tokens, ONE), FP32, tokens * 4)
         gamma = Tensor((Lin(one=h),), self.dt, Lin(one=h * self.ds))
@@ -216,7 +228,11 @@ class GraphBuilder:
         d = self.d
         hd, nh, nkv = d.head_dim, d.heads_local, d.kv_local  # this rank's heads
         q = self.matmul("attn.q", layer, x, d.hidden, d.heads * hd)
+        if d.qk_norm:  # Qwen3Attention: q_norm on the query heads, issued before the next projection
+            q = self.rms_norm("attn.q_norm", layer, self.out(q), tokens=T * nh, width=hd)[0]
         k = self.matmul("attn.k", layer, x, d.hidden, d.kv_heads * hd)
+        if d.qk_norm:
+            k = self.rms_norm("attn.k_norm", layer, self.out(k), tokens=T * nkv, width=hd)[0]
         v = self.matmul("attn.v", layer, x, d.hidden, d.kv_heads * hd)
         q_heads = (q, self.heads(nh, SQ, T * (nh * hd * self.ds)))
         k_heads = (k, self.heads(nkv, SQ, T * (nkv * hd * self.ds)))
@@ -340,9 +356,41 @@ class GraphBuilder:
         last = self.out(self.vec("Slice", "head.norm", -1, [x], self.act(h, tokens=B)))
         normed = self.norm("head.norm", -1, last, tokens=B)
         logits = self.matmul("head.lm_head", -1, normed, h, d.vocab, tokens=B)
-        lf = self.vec("Cast", "head.sample", -1, [self.out(logits)], self.act(d.vocab, FP32, tokens=B))
-        self.vec("ArgMaxV2", "head.sample", -1, [self.out(lf)], Tensor((B,), "DT_INT64", B * 8))
+        lf = self.out(self.vec("Cast", "head.sample", -1, [self.out(logits)], self.act(d.vocab, FP32, tokens=B)))
+        if d.sampling == "top_k_top_p":
+            lf = self.random_sample(self.top_k_top_p(lf))
+        self.vec("ArgMaxV2", "head.sample", -1, [lf], Tensor((B,), "DT_INT64", B * 8))
         return Graph(self.nodes)
+
+    def top_k_top_p(self, logits: tuple[int, Tensor]) -> tuple[int, Tensor]:
+        """vLLM's apply_top_k_top_p in PyTorch (vllm/v1/sample/ops/topk_topp_sampler.py; vllm-ascend falls back to
+        it where npu_top_k_top_p does not run): sort each row, mask below the k-th largest, softmax, cumulative sum,
+        mask beyond p, scatter back to vocabulary order. Every step is a pass over the [B, vocab] fp32 rows."""
+        v = self.d.vocab
+        row = self.act(v, FP32, tokens=B)
+        mask = Tensor(row.shape, "DT_BOOL", B * v)
+        # values and int64 indices out: one read and three row-widths written (a lower bound: a sort of a row
+        # larger than the Unified Buffer passes over it more than once)
+        srt = self.vec("Sort", "head.sample", -1, [logits], row, passes=4.0)
+        idx = Tensor(row.shape, "DT_INT64", B * (v * 8))
+        self.nodes[srt].outputs.append(idx)
+        sv = self.out(srt)
+        kth = self.vec("GatherElements", "head.sample", -1, [sv], Tensor((B, ONE), FP32, B * 4))
+        lt = self.vec("Less", "head.sample", -1, [sv, self.out(kth)], mask)
+        top_k = self.vec("MaskedFill", "head.sample", -1, [sv, self.out(lt)], row)
+        probs = self.vec("SoftmaxV2", "head.sample", -1, [self.out(top_k)], row, passes=3.0)
+        cum = self.vec("Cumsum", "head.sample", -1, [self.out(probs)], row)
+        le = self.vec("LessEqual", "head.sample", -1, [self.out(cum)], mask)
+        top_p = self.vec("MaskedFill", "head.sample", -1, [self.out(top_k), self.out(le)], row)
+        back = self.vec("ScatterElements", "head.sample", -1, [self.out(top_p), (srt, idx)], row)
+        return self.out(back)
+
+    def random_sample(self, logits: tuple[int, Tensor]) -> tuple[int, Tensor]:
+        """vLLM's random_sample: softmax, divided by exponential noise, argmax (the Gumbel-max draw). vllm-ascend
+        draws the noise on a side stream ahead of time (AscendSampler's async exponential): it is an input here."""
+        row = self.act(self.d.vocab, FP32, tokens=B)
+        probs = self.vec("SoftmaxV2", "head.sample", -1, [logits], row, passes=3.0)
+        return self.out(self.vec("RealDiv", "head.sample", -1, [self.out(probs), (-1, row)], row))
 
 
 @lru_cache(maxsize=8)

@@ -40,6 +40,8 @@ class ModelDims:
     max_positions: int = 0  # max_position_embeddings (0: not given)
     quant: str = "none"  # none | w8a8 (int8 weights, per-token dynamic int8 activations in the decoder's linears)
     kv_int8: bool = False  # the KV cache holds int8 (one byte per element)
+    qk_norm: bool = False  # RMSNorm over each query and key head before RoPE (Qwen3)
+    sampling: str = "greedy"  # greedy (argmax) | top_k_top_p (vLLM's top-k / top-p filter, then a random draw)
 
     @property
     def head_dim(self) -> int:
@@ -112,6 +114,8 @@ class ModelDims:
         return replace(self, tp=tp)
 
 
+_QK_NORM_MODELS = ("qwen3", "qwen3_moe")
+"""Hugging Face model types whose attention normalises each query and key head (Qwen3Attention's q_norm, k_norm)."""
 HF_CONFIG_MAX_BYTES = 1 << 24  # a config.json is a few KB
 
 
@@ -178,8 +182,15 @@ def resolve_model(section: ModelSection) -> ModelDims:
         problems.append(
             f"model.num_attention_heads = {heads} is not divisible by num_key_value_heads = {kvh} (GQA groups)"
         )
+    head_dim = hf.get("head_dim")
+    if isinstance(head_dim, int) and not isinstance(head_dim, bool) and h % heads == 0 and head_dim != h // heads:
+        problems.append(
+            f"model ({source}): head_dim = {head_dim} differs from hidden_size / num_attention_heads = "
+            f"{h // heads}; atbprof models heads of hidden_size / num_attention_heads only"
+        )
     if problems:
         raise ConfigError(problems)
+    qk_norm = section.qk_norm if section.qk_norm is not None else hf.get("model_type") in _QK_NORM_MODELS
     return ModelDims(
         name=name,
         architecture=section.architecture,
@@ -194,6 +205,8 @@ def resolve_model(section: ModelSection) -> ModelDims:
         max_positions=_max_positions(hf.get("max_position_embeddings")),
         quant=section.quant,
         kv_int8=section.kv_cache_dtype == "int8",
+        qk_norm=qk_norm,
+        sampling=section.sampling,
     )
 
 

@@ -26,6 +26,14 @@ RULES = {  # simulator rule -> (catalogue row, fused kernel, the API the finding
     "swiglu": ("swiglu", "SwiGlu", "torch_npu.npu_swiglu"),
     "flash_attention": ("attention", "FusedInferAttentionScore", "torch_npu.npu_fused_infer_attention_score"),
     "kv_cache_write": ("kv_cache_write", "ReshapeAndCache", "torch_npu.npu_scatter_pa_kv_cache"),
+    "sampling": ("sampling", "ApplyTopKTopPWithSorted", "torch_npu.npu_top_k_top_p"),
+    "qkv_norm_rope_cache": ("norm_rope_cache", "QkvRmsNormRopeCache", "torch_npu.npu_qkv_rms_norm_rope_cache"),
+}
+MODEL = {  # the model settings a rule needs to fire
+    "add_norm_quant": ["model.quant=w8a8"],
+    "swiglu_quant": ["model.quant=w8a8"],
+    "sampling": ["model.sampling=top_k_top_p"],
+    "qkv_norm_rope_cache": ["model.qk_norm=true"],
 }
 
 
@@ -45,7 +53,7 @@ def _span_us(overrides: list[str]) -> float:
 
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_each_rule_is_found_in_the_unfused_export_and_priced_within_10_percent(tmp_path: Path, rule: str) -> None:
-    quant = ["model.quant=w8a8"] if rule.endswith("_quant") else []
+    quant = MODEL.get(rule, [])
     off = ["fusion.strategy=all", f"fusion.disable=[{rule}]", *quant]
     report = api.analyze(_exported(tmp_path, "off", off))
     fusion, fused_as, call = RULES[rule]
@@ -57,11 +65,12 @@ def test_each_rule_is_found_in_the_unfused_export_and_priced_within_10_percent(t
     assert found[0].est_saving_us == pytest.approx(resimulated, rel=0.10)
 
 
-def test_the_fullest_fused_w8a8_run_reports_no_missed_fusion(tmp_path: Path) -> None:
-    report = api.analyze(_exported(tmp_path, "all-w8a8", ["fusion.strategy=all", "model.quant=w8a8"]))
+def test_the_fullest_fused_w8a8_qk_norm_top_k_top_p_run_reports_no_missed_fusion(tmp_path: Path) -> None:
+    overrides = ["fusion.strategy=all", "model.quant=w8a8", "model.sampling=top_k_top_p", "model.qk_norm=true"]
+    report = api.analyze(_exported(tmp_path, "all-w8a8", overrides))
     assert not report.has_unfused and "no missed fusions" in report.summary
     fused = {f.fused_as for f in report.findings if f.level == "kernel" and not f.opportunity}
-    assert {"AddRmsNormDynamicQuant", "DequantSwigluQuant"} <= fused
+    assert {"AddRmsNormDynamicQuant", "DequantSwigluQuant", "ApplyTopKTopPWithSorted", "QkvRmsNormRopeCache"} <= fused
 
 
 def test_the_fullest_fused_run_reports_no_missed_fusion_and_counts_the_fused_kernels(tmp_path: Path) -> None:

@@ -57,7 +57,9 @@ def test_every_sequences_row_has_a_pattern_that_finds_it_and_the_rule_that_makes
     patterns = load_patterns()
     specs = [cp.spec for cp in patterns.kernel.patterns if cp.spec.kind == "unfused_op"]
     rows = [row for row in fusion_catalogue().fusions if row.detected == "sequences"]
-    assert {row.name for row in rows} == {"rope", "swiglu", "attention", "kv_cache_write", "mc2"}
+    assert {row.name for row in rows} == {
+        "rope", "norm_rope_cache", "swiglu", "attention", "kv_cache_write", "mc2", "sampling",
+    }  # fmt: skip
     # and the W8A8 quant fusions of the (norm-patterns) Add + RMSNorm row
     assert {p.fusion for p in specs} == {row.name for row in rows} | {"add_rms_norm"}
     for row in fusion_catalogue().fusions:

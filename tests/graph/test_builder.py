@@ -3,7 +3,7 @@ from collections import Counter
 from atbprof.config.models import ModelSection
 from atbprof.graph.builder import build_graph, kernel_name
 from atbprof.graph.dims import resolve_model
-from atbprof.graph.expr import basis_values
+from atbprof.graph.expr import T, basis_values
 
 RMSNORM = ["Cast", "Pows", "ReduceMean", "Add", "Rsqrt", "Mul", "Cast", "Mul"]
 ROPE = ["Mul", "Slice", "Neg", "Slice", "ConcatD", "Mul", "Add"]
@@ -83,3 +83,52 @@ def test_kernel_names_follow_aclnn_convention() -> None:
     assert kernel_name("MatMulV2") == "aclnnMatmul_MatMulCommon_MatMulV2"
     assert kernel_name("ReduceMean") == "aclnnMean_ReduceMeanAiCore_ReduceMean"
     assert kernel_name("Adds") == "aclnnAdds_AddAiCore_Add"
+
+
+def test_qwen3_normalises_each_query_and_key_head_before_rope() -> None:
+    ops = layer_ops("qwen3-8b")
+    types = [n.op_type for n in ops]
+    assert [n.role for n in ops if n.role.startswith("attn.") and n.op_type == "MatMulV2"][:3] == [
+        "attn.q", "attn.k", "attn.v",
+    ]  # fmt: skip
+    q_norm = [n for n in ops if n.role == "attn.q_norm"]
+    k_norm = [n for n in ops if n.role == "attn.k_norm"]
+    assert [n.op_type for n in q_norm] == RMSNORM and [n.op_type for n in k_norm] == RMSNORM
+    # q_proj -> q_norm -> k_proj -> k_norm -> v_proj, then RoPE reads the normalised heads
+    assert types[8:18] == ["MatMulV2", *RMSNORM, "MatMulV2"]
+    rope_q = next(n for n in ops if n.role == "attn.rope")
+    assert rope_q.inputs[0].producer == q_norm[-1].id
+    # the norm runs over head_dim (128) for every head of every token: [T * heads, 128] in fp32
+    assert q_norm[0].outputs[0].nbytes == T * (32 * 128 * 4)
+    assert k_norm[0].outputs[0].nbytes == T * (8 * 128 * 4)
+    assert not any(n.role.endswith("_norm") for n in layer_ops("llama3-8b") if n.role.startswith("attn.q"))
+
+
+def test_top_k_top_p_sampling_is_vllms_pytorch_filter_then_a_random_draw() -> None:
+    head = [n.op_type for n in layer_ops("llama3-8b", layer=-1, sampling="top_k_top_p") if n.role == "head.sample"]
+    assert head == [
+        "Cast", "Sort", "GatherElements", "Less", "MaskedFill", "SoftmaxV2", "Cumsum", "LessEqual", "MaskedFill",
+        "ScatterElements", "SoftmaxV2", "RealDiv", "ArgMaxV2",
+    ]  # fmt: skip
+    assert [n.op_type for n in layer_ops("llama3-8b", layer=-1) if n.role == "head.sample"] == ["Cast", "ArgMaxV2"]
+
+
+def test_a_head_dim_other_than_hidden_over_heads_is_refused(tmp_path) -> None:
+    import json
+
+    import pytest
+
+    from atbprof.errors import ConfigError
+
+    cfg = {"model_type": "qwen3", "hidden_size": 2560, "intermediate_size": 9728, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 36, "rms_norm_eps": 1e-6,
+           "vocab_size": 151936}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match="head_dim = 128 differs from hidden_size / num_attention_heads = 80"):
+        resolve_model(ModelSection(hf_config=str(path)))
+    cfg["head_dim"] = 80
+    path.write_text(json.dumps(cfg))
+    dims = resolve_model(ModelSection(hf_config=str(path)))
+    assert dims.qk_norm and dims.head_dim == 80
+    assert not resolve_model(ModelSection(hf_config=str(path), qk_norm=False)).qk_norm
