@@ -188,7 +188,7 @@ def _hbm_floor_ms(sim: Simulation) -> float:
     w = sim.cfg.workload
     kv_per_token = 2 * d.layers * d.kv_local * d.head_dim * d.dsize
     mean_kv = w.prompt_len + (w.decode_tokens + 1) / 2
-    return (d.weight_bytes() + w.batch_size * kv_per_token * mean_kv) / sim.device.hbm_bytes_per_s * 1e3
+    return (d.weight_bytes(w.batch_size) + w.batch_size * kv_per_token * mean_kv) / sim.device.hbm_bytes_per_s * 1e3
 
 
 def summarize(cfg: RunConfig) -> RunSummary:

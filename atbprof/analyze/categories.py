@@ -23,9 +23,10 @@ from atbprof.sim.categories import CATEGORIES
 CATEGORY_NAMES = ("attention", "ffn", "other", "communication", "memory")
 """memory: device copies and fills a profile records as their own tasks (Kineto gpu_memcpy / gpu_memset)."""
 ROLES_RULE = (
-    "roles from the run: attn.* is Attention (with attn.norm and the residual Add after attention), ffn.* is FFN "
-    "(with ffn.norm and its residual Add), head.* (embedding, final norm, LM head, sampling) plus each step's host "
-    "lead-in and token sync is other - the simulator's own rows (run.json breakdown_ms_per_token)"
+    "roles from the run: attn.* is Attention (with attn.norm and the residual Add after attention), ffn.* (and a "
+    "MoE layer's moe.*) is FFN (with ffn.norm and its residual Add), head.* (embedding, final norm, LM head, "
+    "sampling) plus each step's host lead-in and token sync is other - the simulator's own rows (run.json "
+    "breakdown_ms_per_token)"
 )
 HEURISTIC = (
     "no roles in this profile, so blocks were inferred per stream: a block starts at each norm over the hidden "

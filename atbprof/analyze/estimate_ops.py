@@ -47,12 +47,15 @@ class Shape:
     inter: int
     kv_int8: bool = False  # the KV cache holds int8 (eager attention dequantised it first)
     vocab: int = 16  # the logits' width (the sampler's rows)
+    experts: int = 0  # a MoE layer's experts (its FFN width is `inter`)
+    experts_per_token: int = 0
 
 
 @dataclass(frozen=True)
 class OpEstimate:
-    fused_ns: float  # one fused kernel
+    fused_ns: float  # one fused kernel (a grouped rule's kernels together)
     members_ns: float | None  # the kernels one fused kernel replaces, as the model prices them (None: not modelled)
+    calls: int = 1  # kernels the fused form launches (a MoE layer's experts: five)
 
 
 def _dims4(text: str | None) -> tuple[int, ...] | None:
@@ -90,6 +93,10 @@ def shape_of(rule: str, types: Sequence[str], inputs: Sequence[str | None]) -> S
     rows = _rows(inputs[0]) if inputs else None
     if rule == "add_norm_quant" and rows:
         return Shape(rows[0], rows[1], 1, 1, 1, rows[2], 16)
+    if rule == "moe_gating" and rows:  # the router's [tokens, experts] logits
+        return Shape(rows[0] * rows[1], 1, 1, 1, 1, 128, 16, experts=rows[2], experts_per_token=1)
+    if rule == "moe_experts":
+        return _expert_loop(types, inputs)
     if rule == "sampling" and rows:  # [batch, vocab] logits rows, one per sequence
         return Shape(rows[0] * rows[1], 1, 1, 1, 1, 128, 16, vocab=rows[2])
     if rule in ("swiglu", "swiglu_quant") and rows:
@@ -109,6 +116,37 @@ def shape_of(rule: str, types: Sequence[str], inputs: Sequence[str | None]) -> S
         int8 = any(t.startswith(("AscendAntiQuant", "AntiQuant")) for t in types)
         return Shape(b, s, probs[-1], nh, nkv, hd, 16, int8)
     return None
+
+
+def _expert_loop(types: Sequence[str], inputs: Sequence[str | None]) -> Shape | None:
+    """A loop over the experts (gate, up and down MatMuls per expert): the experts it ran, the rows routed to them
+    in all and one expert's width. Priced as balanced routing of those rows (one expert per row: the rows are the
+    routed copies of the tokens). The rows are the expert mask's (NonZero reads [k, tokens] of it, or the whole
+    [experts, k, tokens] mask), else the gate MatMuls' rows summed (an expert's share may round to none)."""
+    gates = [j for j, t in enumerate(types) if _is_matmul(t)][0::3]
+    weights = [_weight(inputs[j]) for j in gates]
+    if not gates or any(w is None for w in weights) or len(gates) * 3 != sum(_is_matmul(t) for t in types):
+        return None
+    hidden, width = weights[0] or (0, 0)
+    mask = next((first_tensor(inputs[j]) for j, t in enumerate(types) if t.startswith("NonZero")), None)
+    routed = int(np.prod(mask[-2:])) if mask and len(mask) >= 2 and min(mask) > 0 else 0
+    if not routed:
+        rows = [first_tensor(inputs[j]) for j in gates]
+        routed = sum(int(np.prod(r[:-1])) for r in rows if r and len(r) >= 2)
+    if routed <= 0 or hidden <= 0 or width <= 0:
+        return None
+    return Shape(routed, 1, 1, 1, 1, hidden, width, experts=len(gates), experts_per_token=1)
+
+
+def _weight(inputs: str | None) -> tuple[int, int] | None:
+    """(K, N) of a MatMul's weight, its second input (the first may have no rows)."""
+    parts = (inputs or "").strip('"').split(";")
+    w = first_tensor(parts[1]) if len(parts) >= 2 else None
+    return (w[0], w[1]) if w and len(w) == 2 and min(w) > 0 else None
+
+
+def _is_matmul(op_type: str) -> bool:
+    return op_type.startswith(("MatMul", "Matmul"))
 
 
 def fused_op(
@@ -189,6 +227,9 @@ def estimate_op(rule: str, shape: Shape, dtype: str, device: str, clock_mhz: flo
         kv_int8=shape.kv_int8,
         sampling="top_k_top_p" if rule == "sampling" else "greedy",
         qk_norm=rule == "qkv_norm_rope_cache",
+        experts=shape.experts,
+        experts_per_token=shape.experts_per_token,
+        expert_inter=shape.inter if shape.experts else 0,
     )
     rules = load_rules()
     if rule not in rules.rules:
@@ -210,9 +251,11 @@ def estimate_op(rule: str, shape: Shape, dtype: str, device: str, clock_mhz: flo
         return None
     kept = {n.id for n in fused.nodes}
     replaced = [n for n in base.nodes if n.id not in kept]
-    values = basis_values(shape.batch, np.array([shape.q_len]), np.array([shape.kv_len]))
+    values = basis_values(shape.batch, np.array([shape.q_len]), np.array([shape.kv_len]), experts=dims.moe)
 
     def cost(nodes: list[Node]) -> float:
         return float(evaluate_costs(nodes, spec, values).dur[:, 0].sum()) if nodes else 0.0
 
-    return OpEstimate(cost(new) / len(new), cost(replaced) / len(new))
+    groups = len(rules.rules[rule].groups) or 1  # a grouped rule makes one kernel per group in each occurrence
+    occurrences = max(len(new) // groups, 1)
+    return OpEstimate(cost(new) / occurrences, cost(replaced) / occurrences, groups)

@@ -69,6 +69,7 @@ def replay_savings(
     fused_ns: np.ndarray,
     order: list[int] | None = None,
     folds: dict[int, list[int]] | None = None,
+    calls: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """Per finding (NaN where `rows` is not set): its share of what replaying the timeline without the chains of
     `rows` (each chain one kernel of `fused_ns`) saves its step. None when the profile records no launches.
@@ -76,7 +77,8 @@ def replay_savings(
     Chains are applied in `order` (default: row order); one that shares kernels with an earlier one keeps the
     first of its kernels still there (the Add of an Add->Norm after the decomposed norm it ends with became one
     kernel); `folds`: row -> op_index of kernels an earlier chain left that this one's fused kernel takes in too
-    (a Norm->MatMul folding the AddRmsNorm an Add->Norm finding made)."""
+    (a Norm->MatMul folding the AddRmsNorm an Add->Norm finding made); `calls`: per finding, the kernels its fused
+    form launches (default one; a MoE layer's experts become five), which keep their launches."""
     at = view.ints("host_launch_start_ns", fill=_MISSING)
     known = at != _MISSING
     if not len(view) or not known.any() or not rows.any():
@@ -118,7 +120,8 @@ def replay_savings(
             # removed twice
             prior = float(removed[pos].sum())
             span = float(launched[pos].max()) - float(at[pos].min())
-            shift = max(span - float(cost[pos[0]]) - prior, 0.0)
+            keep = float(calls[i]) if calls is not None else 1.0
+            shift = max(span - keep * float(cost[pos[0]]) - prior, 0.0)
             removed[pos] = 0.0
             removed[pos[0]] = prior + shift
             event_step.append(int(view.step[pos[0]]))
@@ -157,8 +160,11 @@ def _waited_for_launch(view: OpView, known: np.ndarray, launched: np.ndarray) ->
     # it waited, and its launch ended after the kernel before it had finished
     by_launch = known & ~view.group_first & (view.gap > 0) & (launched > prev_end)
     delay = float(np.median((view.start - launched)[by_launch])) if by_launch.any() else 0.0
-    # a group's first kernel waited for its launch when it started within that delay (+1 us) of it
-    by_launch |= known & view.group_first & (view.start - launched <= delay + 1000)
+    # a group's first kernel waited for its launch when it started within that delay (+1 us) of it; so did a kernel
+    # that waited and started that soon after its launch ended, even if the launch ended just before the kernel in
+    # front of it finished (a 2 us RoPE launched 2 us before a 43 us MatMul ended, started 5 us after its launch)
+    soon = known & (view.start - launched <= delay + 1000)
+    by_launch |= soon & (view.group_first | (view.gap > 0))
     return by_launch, delay
 
 

@@ -283,6 +283,7 @@ def whatif_device_model(
         return out + (list(members_of[add_norm_of[norm_at]]) if norm_at in add_norm_of else [])
 
     rules = findings.column("rule").to_pylist()
+    calls = np.ones(k)  # kernels each finding's fused form launches
     others = [i for i in range(k) if cols["kind"][i] == "unfused_op" and cols["level"][i] == "kernel"]
     shapes = _member_shapes(findings, others, view) if others and view is not None else {}
     in_order = sorted(range(k), key=lambda r: _RULE_ORDER.get(str(cols["kind"][r]), 0))
@@ -299,6 +300,7 @@ def whatif_device_model(
             types, inputs, durs = shapes.get(i, ([], [], []))
             op = fused_op(str(rules[i]), types, inputs, durs, _dtype(cols["dtype"][i]), device, clock_mhz)
             fused[i] = op.fused_ns if op is not None else longest[i]
+            calls[i] = op.calls if op is not None else 1
             saving[i] = kernel[i] + inner[i] - fused[i]
             if op is not None and op.members_ns is not None:
                 model_members += op.members_ns
@@ -369,7 +371,7 @@ def whatif_device_model(
         # host-bound step loses to them, wherever its idle shows (replay.py); a Norm->MatMul after an Add->Norm
         # takes in the AddRmsNorm that one made
         folds = {i: f for i in range(k) if rows[i] and (f := folded(i))}
-        replayed = replay_savings(view, findings, rows, fused, [i for i in in_order if rows[i]], folds)
+        replayed = replay_savings(view, findings, rows, fused, [i for i in in_order if rows[i]], folds, calls)
         if replayed is not None:
             saving[rows] = np.where(np.isnan(replayed[rows]), saving[rows], replayed[rows])
     use = counted(findings)

@@ -60,7 +60,7 @@ class ModelSection(_Section):
     """A preset name (atbprof/data/models) or a Hugging Face LLaMA config.json, plus optional overrides."""
 
     preset: str | None = Field(
-        default=None, description="llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, qwen3-8b"
+        default=None, description="llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, qwen3-8b, mixtral-8x7b"
     )
     hf_config: str | None = Field(default=None, description="path to a Hugging Face config.json")
     architecture: Literal["llama", "gpt"] = Field(

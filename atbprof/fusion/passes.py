@@ -427,6 +427,51 @@ def _siblings(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult
 MERGEABLE_GEMMS = ("MatMulV2", "QuantBatchMatmulV3")  # siblings rules merge these (same op type) on one input
 
 
+def _groups(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -> Graph:
+    """Per layer, every kernel of a group's roles -> that group's one fused kernel, issued where its last member
+    was, once everything it reads exists (a MoE layer's loop over the experts -> MoeInitRouting, GroupedMatmul,
+    SwiGlu, GroupedMatmul, MoeFinalizeRouting). The members' work is kept: a grouped GEMM does each expert's GEMM,
+    in one launch."""
+    sw = _Sweep(graph)
+    why_off = _constraint(rule, ctx)
+    members: dict[tuple[int, int], list[Node]] = {}
+    for n in graph.nodes:
+        for g, group in enumerate(rule.groups):
+            if n.role in group.roles:
+                members.setdefault((n.layer, g), []).append(n)
+    layers = {layer for layer, _ in members}
+    complete = {layer for layer in layers if all((layer, g) in members for g in range(len(rule.groups)))}
+    for layer in sorted(layers - complete):
+        first = min(n.id for (ly, _), ns in members.items() if ly == layer for n in ns)
+        result.near_misses.append(NearMiss(rule.name, ctx.phase, layer, first, "not every group's roles are here"))
+    if why_off:
+        if complete:
+            first = min(n.id for (ly, _), ns in members.items() if ly in complete for n in ns)
+            result.near_misses.append(NearMiss(rule.name, ctx.phase, min(complete), first, why_off))
+            result.disabled.setdefault(rule.name, why_off)
+        return graph
+    at: dict[int, tuple[int, int]] = {}  # last member's id -> its (layer, group)
+    taken: set[int] = set()
+    for (layer, g), ns in members.items():
+        if layer in complete:
+            at[ns[-1].id] = (layer, g)
+            taken.update(n.id for n in ns)
+    for n in graph.nodes:
+        if n.id in at:
+            layer, g = at[n.id]
+            ns = [sw.current(m) for m in members[(layer, g)]]
+            fused = rule.groups[g].fused
+            sw.out.append(sw.fuse(rule, ns, fused, fused, [], -1))
+        elif n.id not in taken:
+            sw.out.append(n)
+    if complete:
+        result.fired[rule.name] = result.fired.get(rule.name, 0) + len(complete)
+    return sw.finish(graph)
+
+
+_PASSES = {"chain": _chain, "siblings": _siblings, "grouped": _groups}
+
+
 def apply_fusion(graph: Graph, rules: list[Rule], ctx: FusionContext) -> FusionResult:
     """The rules' passes in order. Passes never mutate their input graph, so the graph after each prefix of `rules`
     is remembered (per source graph, context and rule objects) and a later call with the same prefix starts from
@@ -441,7 +486,7 @@ def apply_fusion(graph: Graph, rules: list[Rule], ctx: FusionContext) -> FusionR
         result = FusionResult(graph, dict(snap.fired), near, disabled)
     for i in range(start, len(rules)):
         rule = rules[i]
-        g = _siblings(rule, g, ctx, result) if rule.kind == "siblings" else _chain(rule, g, ctx, result)
+        g = _PASSES[rule.kind](rule, g, ctx, result)
         _remember(
             _Prefix(
                 graph,

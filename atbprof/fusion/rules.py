@@ -22,12 +22,21 @@ class Pattern(BaseModel):
     export_if: dict[int, str] = {}
 
 
+class Group(BaseModel):
+    """kind: grouped - one fused kernel taking every kernel of these roles in a layer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    fused: str
+    roles: tuple[str, ...] = Field(min_length=1)
+
+
 class Rule(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = ""
     doc: str = ""
-    kind: Literal["chain", "siblings"]
+    kind: Literal["chain", "siblings", "grouped"]
     patterns: tuple[Pattern, ...] = ()
+    groups: tuple[Group, ...] = ()
     roles: tuple[str, ...] = ()
     role: str = ""
     library: bool = False

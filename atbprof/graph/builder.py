@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from atbprof.graph.dims import ModelDims
-from atbprof.graph.expr import KVL, ONE, SQ, ZERO, B, Lin, T
+from atbprof.graph.expr import EXPERT_SCALE, KVL, ONE, SQ, ZERO, B, Lin, T
 from atbprof.graph.nodes import Edge, Graph, Node, Tensor, Unit, Work
 from atbprof.parallel.sharding import tensor_parallel_rules
 
@@ -51,6 +51,14 @@ _API = {
     "Cumsum": "Cumsum",
     "ScatterElements": "Scatter",
     "RealDiv": "Div",
+    # Hugging Face's MixtralSparseMoeBlock in eager mode
+    "TopKV2": "Topk",
+    "ReduceSum": "ReduceSum",
+    "OneHot": "OneHot",
+    "NonZero": "Nonzero",
+    "Index": "Index",
+    "InplaceIndexAdd": "InplaceIndexAdd",
+    "ZerosLike": "InplaceZero",
 }
 QUANT_MATMUL = "QuantBatchMatmulV3"  # int8 x int8 -> the model dtype, per-token and per-channel scales applied
 INT8 = "DT_INT8"
@@ -311,6 +319,8 @@ class GraphBuilder:
 
     def mlp(self, layer: int, x: tuple[int, Tensor]) -> tuple[int, Tensor]:
         d = self.d
+        if d.experts:
+            return self.moe(layer, x)
         if d.architecture == "gpt":
             up = self.matmul("ffn.up", layer, x, d.hidden, d.inter)
             act = self.vec("Gelu", "ffn.act", layer, [self.out(up)], self.act(d.inter_local), passes=2.0)
@@ -320,6 +330,61 @@ class GraphBuilder:
         up = self.matmul("ffn.up", layer, x, d.hidden, d.inter)
         mul = self.vec("Mul", "ffn.act", layer, [self.out(act), self.out(up)], self.act(d.inter_local))
         return self.out(self.matmul("ffn.down", layer, self.out(mul), d.inter, d.hidden))
+
+    def moe(self, layer: int, x: tuple[int, Tensor]) -> tuple[int, Tensor]:
+        """Hugging Face's MixtralSparseMoeBlock in eager mode: the router's logits, softmax in fp32, top-k,
+        renormalised, a one-hot expert mask; then for every expert, whether any token reached it or not, the
+        positions routed to it (NonZero), their rows, the expert's SwiGLU FFN, the routing weights and an index_add
+        into the output. Routing is taken as balanced (graph/expr.py: active_experts): each expert gets T k / E
+        tokens and streams its weights in the steps it gets any, with probability A / E."""
+        d = self.d
+        n_exp, k, h = d.experts, d.experts_per_token, d.hidden
+        logits = self.matmul("moe.router", layer, x, h, n_exp)
+        probs = self.act(n_exp, FP32)
+        c = self.vec("Cast", "moe.gating", layer, [self.out(logits)], probs)
+        sm = self.vec("SoftmaxV2", "moe.gating", layer, [self.out(c)], probs, passes=3.0)
+        top = self.vec("TopKV2", "moe.gating", layer, [self.out(sm)], self.act(k, FP32))
+        chosen = Tensor((B, SQ, Lin(one=k)), "DT_INT64", T * (k * 8))
+        self.nodes[top].outputs.append(chosen)
+        total = self.vec("ReduceSum", "moe.gating", layer, [self.out(top)], self.act(1, FP32))
+        norm = self.vec("RealDiv", "moe.gating", layer, [self.out(top), self.out(total)], self.act(k, FP32))
+        weights = self.out(self.vec("Cast", "moe.gating", layer, [self.out(norm)], self.act(k)))
+        mask = Tensor((Lin(one=n_exp), Lin(one=k), T), "DT_INT64", T * (n_exp * k * 8))
+        hot = self.vec("OneHot", "moe.mask", layer, [(top, chosen)], mask)
+        per_expert = self.out(self.vec("Transpose", "moe.mask", layer, [self.out(hot)], mask))
+        acc = self.out(self.vec("ZerosLike", "moe.combine", layer, [], self.act(h)))
+        routed = T * (k / n_exp)  # tokens per expert, balanced
+        for e in range(n_exp):
+            last = e == n_exp - 1
+            pos = Tensor((routed, Lin(one=2)), "DT_INT64", routed * 16)
+            work = Work("vector", vec_bytes=T * (k * 8) + routed * 16, kind="NonZero")  # its slice of the mask
+            nz = self.out(self.op("NonZero", "moe.dispatch", layer, [per_expert], pos, work))
+            rows = self.act(h, tokens=routed)
+            work = Work("vector", vec_bytes=rows.nbytes * 2, kind="GatherV2")
+            picked = self.out(self.op("GatherV2", "moe.dispatch", layer, [x, nz], rows, work))
+            gate = self.expert_matmul("moe.gate", layer, picked, h, d.expert_inter, routed)
+            width = self.d.expert_inter_local
+            act = self.vec("Swish", "moe.act", layer, [self.out(gate)], self.act(width, tokens=routed), passes=2.0)
+            up = self.expert_matmul("moe.up", layer, picked, h, d.expert_inter, routed)
+            mul = self.vec("Mul", "moe.act", layer, [self.out(act), self.out(up)], self.act(width, tokens=routed))
+            down = self.expert_matmul("moe.down", layer, self.out(mul), d.expert_inter, h, routed)
+            w = self.vec("Index", "moe.combine", layer, [weights, nz], self.act(1, tokens=routed))
+            scaled = self.vec("Mul", "moe.combine", layer, [self.out(down), self.out(w)], rows)
+            # index_add_ in place: reads and writes only the routed rows of the output
+            work = Work("vector", vec_bytes=rows.nbytes * 3, kind="InplaceIndexAdd")
+            role = "moe.output" if last else "moe.combine"
+            added = self.op("InplaceIndexAdd", role, layer, [acc, self.out(scaled), nz], self.act(h), work)
+            acc = self.out(added)
+        return acc
+
+    def expert_matmul(self, role: str, layer: int, x: tuple[int, Tensor], k: int, n: int, tokens: Lin) -> int:
+        """One expert's linear: `tokens` rows (T k / E), its weight held whole but streamed only in the steps a
+        token reaches the expert (A / E of them)."""
+        k, n = self.shard.linear(self.d, role, k, n)
+        w = self.weight(k, n)
+        stream = Lin(A=k * n * self.ds / (self.d.experts * EXPERT_SCALE))
+        work = Work("cube", mm=(ONE, tokens, Lin(one=k), Lin(one=n)), stream_bytes=stream, kind="MatMulV2")
+        return self.op("MatMulV2", role, layer, [x], self.act(n, tokens=tokens), work, params=[w])
 
     def gather(self, ids: Tensor, table: Tensor) -> tuple[int, Tensor]:
         """Embedding lookup: one row of `table` per token."""

@@ -7,6 +7,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from atbprof.data.models import PRESETS, preset_config
 from atbprof.errors import ConfigError, InputError
 
@@ -41,6 +43,9 @@ class ModelDims:
     quant: str = "none"  # none | w8a8 (int8 weights, per-token dynamic int8 activations in the decoder's linears)
     kv_int8: bool = False  # the KV cache holds int8 (one byte per element)
     qk_norm: bool = False  # RMSNorm over each query and key head before RoPE (Qwen3)
+    experts: int = 0  # a MoE model's routed experts per layer (0: a dense FFN)
+    experts_per_token: int = 0  # experts each token is routed to (top-k)
+    expert_inter: int = 0  # one expert's FFN width
     sampling: str = "greedy"  # greedy (argmax) | top_k_top_p (vLLM's top-k / top-p filter, then a random draw)
 
     @property
@@ -61,6 +66,15 @@ class ModelDims:
         return -(-self.inter // self.tp)
 
     @property
+    def expert_inter_local(self) -> int:
+        return -(-self.expert_inter // self.tp)  # each expert's FFN split over the tp ranks (vLLM's TP MoE)
+
+    @property
+    def moe(self) -> tuple[int, int]:
+        """(experts, experts per token): the `experts` argument of basis_values; (0, 0) for a dense model."""
+        return (self.experts, self.experts_per_token)
+
+    @property
     def vocab_local(self) -> int:
         return -(-self.vocab // self.tp)  # Megatron pads the vocabulary to a multiple of tp
 
@@ -70,6 +84,7 @@ class ModelDims:
             "heads": (self.heads, self.heads_local),
             "kv_heads": (self.kv_heads, self.kv_local),
             "inter": (self.inter, self.inter_local),
+            "expert_inter": (self.expert_inter, self.expert_inter_local),
             "vocab": (self.vocab, self.vocab_local),
         }[by]
 
@@ -86,11 +101,20 @@ class ModelDims:
         h, i, d = self.hidden, self.inter_local, self.head_dim
         attn = h * (self.heads_local * d) * 2 + h * (self.kv_local * d) * 2
         mlp = 3 * h * i if self.architecture == "llama" else 2 * h * i
+        if self.experts:  # the router and every expert's gate, up and down projections
+            mlp = h * self.experts + self.experts * 3 * h * self.expert_inter_local
         return (attn + mlp + 2 * h) * self.dsize
 
-    def weight_bytes(self) -> int:
-        """Bytes of one rank's weights read once per decode token (embedding counted as one row)."""
-        return self.layers * self.layer_weight_bytes() + (self.hidden + self.vocab_local * self.hidden) * self.dsize
+    def weight_bytes(self, tokens: int = 0) -> int:
+        """Bytes of one rank's weights read once per decode token (embedding counted as one row); a MoE layer reads
+        the experts `tokens` tokens are expected to reach (all of them when `tokens` is 0)."""
+        per_layer = self.layer_weight_bytes()
+        if self.experts and tokens:
+            from atbprof.graph.expr import active_experts
+
+            idle = self.experts - float(active_experts(self.experts, self.experts_per_token, np.array(tokens)))
+            per_layer -= int(idle * 3 * self.hidden * self.expert_inter_local * self.dsize)
+        return self.layers * per_layer + (self.hidden + self.vocab_local * self.hidden) * self.dsize
 
     def table_bytes(self) -> int:
         """One rank's share of the embedding table beyond the row weight_bytes counts."""
@@ -191,6 +215,13 @@ def resolve_model(section: ModelSection) -> ModelDims:
     if problems:
         raise ConfigError(problems)
     qk_norm = section.qk_norm if section.qk_norm is not None else hf.get("model_type") in _QK_NORM_MODELS
+    experts, per_token, expert_inter = _moe(hf, source, int(values["intermediate_size"]))
+    if experts and section.quant != "none":
+        problems.append(f"model ({source}): quant {section.quant} of a MoE model's experts is not modelled")
+    if experts and section.architecture != "llama":
+        problems.append(f"model ({source}): a MoE model needs architecture: llama (RMSNorm, RoPE, SwiGLU experts)")
+    if problems:
+        raise ConfigError(problems)
     return ModelDims(
         name=name,
         architecture=section.architecture,
@@ -206,8 +237,42 @@ def resolve_model(section: ModelSection) -> ModelDims:
         quant=section.quant,
         kv_int8=section.kv_cache_dtype == "int8",
         qk_norm=qk_norm,
+        experts=experts,
+        experts_per_token=per_token,
+        expert_inter=expert_inter,
         sampling=section.sampling,
     )
+
+
+MAX_EXPERTS = 1024
+"""More routed experts than any released MoE (DeepSeek-V3: 256, Qwen3-MoE: 128)."""
+
+
+def _moe(hf: dict[str, Any], source: str, inter: int) -> tuple[int, int, int]:
+    """(experts, experts per token, one expert's FFN width) of a Hugging Face MoE config (Mixtral's
+    num_local_experts, Qwen-MoE's num_experts and moe_intermediate_size); (0, 0, 0) for a dense model."""
+    experts = hf.get("num_local_experts", hf.get("num_experts"))
+    if experts is None:
+        return 0, 0, 0
+    per_token = hf.get("num_experts_per_tok")
+    width = hf.get("moe_intermediate_size", inter)
+
+    def whole(v: object, hi: int) -> int:
+        return v if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= hi else 0
+
+    n_experts = whole(experts, MAX_EXPERTS)
+    k = whole(per_token, n_experts or 1)
+    if not n_experts or not k:
+        raise ConfigError(
+            f"model ({source}): a MoE config needs num_local_experts (or num_experts) from 1 to {MAX_EXPERTS} and "
+            f"num_experts_per_tok from 1 to that; got {experts!r} and {per_token!r}"
+        )
+    expert_width = whole(width, 1_048_576)
+    if not expert_width:
+        raise ConfigError(f"model ({source}): moe_intermediate_size = {width!r}: must be a whole number from 1")
+    if hf.get("shared_expert_intermediate_size") or hf.get("n_shared_experts"):
+        raise ConfigError(f"model ({source}): shared experts are not modelled (routed experts only)")
+    return n_experts, k, expert_width
 
 
 def _max_positions(value: object) -> int:

@@ -13,9 +13,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-BASIS = ("one", "B", "Sq", "Skv", "T", "BKV", "TKV", "L", "BL", "TL")
+BASIS = ("one", "B", "Sq", "Skv", "T", "BKV", "TKV", "L", "BL", "TL", "A")
 """one, batch, query tokens per sequence, KV length, T = B*Sq, BKV = B*Skv, TKV = B*Sq*Skv, L = attended cache
-length, BL = B*L, TL = B*Sq*L."""
+length, BL = B*L, TL = B*Sq*L, A = the experts of a MoE layer that receive a token this step (in 1/EXPERT_SCALE)."""
+EXPERT_SCALE = 1000
+"""`A` counts active experts in thousandths, so that every basis value stays an exact int64."""
 ACTUAL_LENGTHS = {
     BASIS.index("L"): BASIS.index("Skv"),
     BASIS.index("BL"): BASIS.index("BKV"),
@@ -89,15 +91,45 @@ BL = Lin(BL=1)
 TL = Lin(TL=1)
 
 
-def basis_values(batch: int, sq: np.ndarray, skv: np.ndarray, attend: np.ndarray | None = None) -> np.ndarray:
+def active_experts(experts: int, per_token: int, tokens: np.ndarray) -> np.ndarray:
+    """Expected experts of `experts` that at least one of `tokens` tokens is routed to, each token choosing
+    `per_token` distinct experts uniformly: E (1 - (1 - k/E)^T). A router is not uniform; this is the balanced load
+    MoE training aims for (an auxiliary load-balancing loss)."""
+    if experts <= 0:
+        return np.zeros(np.shape(tokens))
+    miss = 1.0 - min(per_token, experts) / experts
+    return experts * (1.0 - np.power(miss, np.asarray(tokens, dtype=np.float64)))
+
+
+def basis_values(
+    batch: int,
+    sq: np.ndarray,
+    skv: np.ndarray,
+    attend: np.ndarray | None = None,
+    experts: tuple[int, int] = (0, 0),
+) -> np.ndarray:
     """Values of BASIS for each step: shape (len(BASIS), steps), int64 (sizes stay exact); `attend`: the cache
-    length eager attention runs over (default: the KV length)."""
+    length eager attention runs over (default: the KV length); `experts`: a MoE model's (experts, experts per
+    token), for `A`."""
     sq = np.asarray(sq, dtype=np.int64)
     skv = np.asarray(skv, dtype=np.int64)
     att = skv if attend is None else np.asarray(attend, dtype=np.int64)
     one = np.ones_like(sq)
+    active = np.rint(active_experts(experts[0], experts[1], batch * sq) * EXPERT_SCALE).astype(np.int64)
     return np.stack(
-        [one, one * batch, sq, skv, batch * sq, batch * skv, batch * sq * skv, att, batch * att, batch * sq * att]
+        [
+            one,
+            one * batch,
+            sq,
+            skv,
+            batch * sq,
+            batch * skv,
+            batch * sq * skv,
+            att,
+            batch * att,
+            batch * sq * att,
+            active,
+        ]
     )
 
 

@@ -13,7 +13,7 @@ from atbprof.graph.dims import ModelDims
 from atbprof.yamlio import load_data
 
 Collective = Literal["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Send", "Receive", "Broadcast"]
-SizeBy = Literal["heads", "kv_heads", "inter", "vocab"]
+SizeBy = Literal["heads", "kv_heads", "inter", "expert_inter", "vocab"]
 
 
 class _M(BaseModel):

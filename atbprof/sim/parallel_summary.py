@@ -47,7 +47,9 @@ def _collectives(sim: Simulation) -> list[CollectiveUse]:
     static_us = topo.collective_static_us if topo else 0.0
     out = []
     for plan in sim.plans:
-        values = basis_values(sim.micro_batch, plan.sq[:1], plan.skv[:1], plan.attend[:1]).astype(np.float64)
+        values = basis_values(sim.micro_batch, plan.sq[:1], plan.skv[:1], plan.attend[:1], experts=sim.dims.moe).astype(
+            np.float64
+        )
         seen: dict[tuple[str, str], list[Any]] = {}
         for st in sim.stages:
             for n in st.phases[plan.phase].graph.nodes:

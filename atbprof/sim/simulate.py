@@ -340,7 +340,7 @@ class Simulation:
         pm = st.phases[plan.phase]
         k = len(chunk.steps)
         jitter = self.cfg.execution.jitter
-        values = basis_values(self.micro_batch, chunk.sq, chunk.skv, chunk.attend)
+        values = basis_values(self.micro_batch, chunk.sq, chunk.skv, chunk.attend, experts=self.dims.moe)
         with np.errstate(over="raise", invalid="raise", divide="raise"):  # garbage in: stop, not NaN out
             costs = evaluate_costs(pm.reps, self.device, values, self.weights_nz, comm_groups=st.comm)
         _check_representable(costs, plan.phase, self.cfg)

@@ -28,7 +28,10 @@ RULES = {  # simulator rule -> (catalogue row, fused kernel, the API the finding
     "kv_cache_write": ("kv_cache_write", "ReshapeAndCache", "torch_npu.npu_scatter_pa_kv_cache"),
     "sampling": ("sampling", "ApplyTopKTopPWithSorted", "torch_npu.npu_top_k_top_p"),
     "qkv_norm_rope_cache": ("norm_rope_cache", "QkvRmsNormRopeCache", "torch_npu.npu_qkv_rms_norm_rope_cache"),
+    "moe_gating": ("moe", "MoeGatingTopKSoftmax", "torch_npu.npu_moe_gating_top_k_softmax"),
+    "moe_experts": ("moe", "GroupedMatmul", "torch_npu.npu_grouped_matmul"),
 }
+MOE = "tiny-mixtral.yaml"  # the MoE rules' model (the others run on tiny-llama)
 MODEL = {  # the model settings a rule needs to fire
     "add_norm_quant": ["model.quant=w8a8"],
     "swiglu_quant": ["model.quant=w8a8"],
@@ -37,16 +40,16 @@ MODEL = {  # the model settings a rule needs to fire
 }
 
 
-def _exported(tmp: Path, name: str, overrides: list[str]) -> Path:
+def _exported(tmp: Path, name: str, overrides: list[str], fixture: str = "tiny-llama.yaml") -> Path:
     run = tmp / name
-    api.simulate(FIXTURES / "tiny-llama.yaml", overrides=overrides, out=run)
+    api.simulate(FIXTURES / fixture, overrides=overrides, out=run)
     out = tmp / f"{name}-export"
     cli("export", str(run), "--to", "ascend-pt", "--out", str(out))
     return next(out.glob("*_ascend_pt"))
 
 
-def _span_us(overrides: list[str]) -> float:
-    cfg = load_config(FIXTURES / "tiny-llama.yaml", overrides)
+def _span_us(overrides: list[str], fixture: str = "tiny-llama.yaml") -> float:
+    cfg = load_config(FIXTURES / fixture, overrides)
     s = simulate_latency(cfg)
     return (s.ttft_ms + s.decode_ms_per_token * cfg.workload.decode_tokens) * 1e3
 
@@ -54,13 +57,14 @@ def _span_us(overrides: list[str]) -> float:
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_each_rule_is_found_in_the_unfused_export_and_priced_within_10_percent(tmp_path: Path, rule: str) -> None:
     quant = MODEL.get(rule, [])
+    fixture = MOE if rule.startswith("moe_") else "tiny-llama.yaml"
     off = ["fusion.strategy=all", f"fusion.disable=[{rule}]", *quant]
-    report = api.analyze(_exported(tmp_path, "off", off))
+    report = api.analyze(_exported(tmp_path, "off", off, fixture))
     fusion, fused_as, call = RULES[rule]
     found = [f for f in report.findings if f.kind == "unfused_op" and f.level == "kernel"]
     assert [(f.fusion, f.fused_as, f.rule) for f in found] == [(fusion, fused_as, rule)]
     assert call in (found[0].api or "")
-    resimulated = _span_us(off) - _span_us(["fusion.strategy=all", *quant])
+    resimulated = _span_us(off, fixture) - _span_us(["fusion.strategy=all", *quant], fixture)
     assert resimulated > 0
     assert found[0].est_saving_us == pytest.approx(resimulated, rel=0.10)
 
@@ -79,6 +83,25 @@ def test_the_fullest_fused_run_reports_no_missed_fusion_and_counts_the_fused_ker
     fused = {f.fused_as for f in report.findings if f.kind == "fused_op" and f.level == "kernel"}
     assert {"RotaryMul", "SwiGlu", "ReshapeAndCache"} <= fused  # RoPE is RotaryMul on the 910A
     assert fused & {"PromptFlashAttention", "IncreFlashAttention"}
+
+
+def test_the_fullest_fused_moe_run_reports_no_missed_fusion_and_counts_its_grouped_kernels(tmp_path: Path) -> None:
+    report = api.analyze(_exported(tmp_path, "moe-all", ["fusion.strategy=all"], MOE))
+    assert not report.has_unfused and "no missed fusions" in report.summary
+    fused = {f.fused_as for f in report.findings if f.kind == "fused_op" and f.level == "kernel"}
+    assert {"MoeGatingTopKSoftmax", "MoeInitRouting", "GroupedMatmul", "MoeFinalizeRouting"} <= fused
+
+
+def test_the_unfused_moe_layer_is_one_finding_per_layer_and_its_fused_form_keeps_five_launches(
+    tmp_path: Path,
+) -> None:
+    report = api.analyze(_exported(tmp_path, "moe-none", ["fusion.strategy=none"], MOE))
+    experts = [f for f in report.findings if f.rule == "moe_experts" and f.level == "kernel"]
+    assert len(experts) == 1 and experts[0].count == 2 * 5  # 2 layers x 5 steps
+    # 4 experts x (NonZero, GatherV2, 3 MatMul, Swish, Mul, Index, Mul, InplaceIndexAdd) + OneHot, Transpose, zeros
+    assert len(experts[0].examples[0].op_types) == 4 * 10 + 3
+    gating = [f for f in report.findings if f.rule == "moe_gating" and f.level == "kernel"]
+    assert [e.op_types for e in gating[0].examples[:1]] == [["Cast", "SoftmaxV2", "TopKV2"]]
 
 
 def test_the_unfused_run_of_ours_is_priced_by_re_simulation(tmp_path: Path) -> None:
@@ -131,6 +154,22 @@ def test_the_replay_counts_launches_a_host_bound_step_loses_wherever_its_idle_sh
     # the chain's own waits are 0 (it ran back to back): the device-side estimate would say 6 - 3 = 3 us
     assert saved[0] == pytest.approx(20_000)
     assert pc.sum(table.column("task_dur_ns")).as_py() == 117_000
+
+
+def test_a_kernel_launched_just_before_the_one_ahead_of_it_ended_still_waited_for_its_launch() -> None:
+    """Host-bound: 45 us launch calls, a 5 us device delay after each. A 2 us kernel whose launch ended 2 us before
+    the 43 us kernel in front of it finished starts 5 us after its launch - it waited for the launch, not for that
+    kernel - so removing two earlier launches moves it too; the step is 2 x 45 us shorter."""
+    durs = [2, 2, 2, 43, 2, 2]
+    launch = [45 * i for i in range(len(durs))]
+    starts = []
+    for i, d in enumerate(durs):
+        starts.append(max(starts[-1] + durs[i - 1] if i else 0, launch[i] + 45 + 5))
+    assert starts[4] - (starts[3] + durs[3]) == 2  # launched 2 us before the MatMul ended... waited 2 us
+    table = _timeline([s * 1000 for s in starts], [d * 1000 for d in durs], [t * 1000 for t in launch], 45_000)
+    findings = pa.table({"op_indices": pa.array([[0, 1, 2]], pa.list_(pa.int64())), "step": pa.array([0], pa.int32())})
+    saved = replay_savings(OpView.build(table), findings, np.array([True]), np.array([2000.0]))
+    assert saved is not None and saved[0] == pytest.approx(90_000)
 
 
 TP2 = """name: tiny-tp2

@@ -58,8 +58,10 @@ def test_every_sequences_row_has_a_pattern_that_finds_it_and_the_rule_that_makes
     specs = [cp.spec for cp in patterns.kernel.patterns if cp.spec.kind == "unfused_op"]
     rows = [row for row in fusion_catalogue().fusions if row.detected == "sequences"]
     assert {row.name for row in rows} == {
-        "rope", "norm_rope_cache", "swiglu", "attention", "kv_cache_write", "mc2", "sampling",
+        "rope", "norm_rope_cache", "swiglu", "attention", "kv_cache_write", "mc2", "moe", "sampling",
     }  # fmt: skip
+    # every row of the catalogue is simulated and found: the norms by the norm patterns, the others as sequences
+    assert all(row.simulated and row.detected in ("norm-patterns", "sequences") for row in fusion_catalogue().fusions)
     # and the W8A8 quant fusions of the (norm-patterns) Add + RMSNorm row
     assert {p.fusion for p in specs} == {row.name for row in rows} | {"add_rms_norm"}
     for row in fusion_catalogue().fusions:

@@ -6,7 +6,7 @@ import json
 from importlib import resources
 from typing import Any
 
-PRESETS = ("llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "qwen3-8b")
+PRESETS = ("llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "qwen3-8b", "mixtral-8x7b")
 
 
 def preset_config(name: str) -> dict[str, Any]:
