@@ -162,8 +162,8 @@ def test_a_kernel_launched_just_before_the_one_ahead_of_it_ended_still_waited_fo
     kernel - so removing two earlier launches moves it too; the step is 2 x 45 us shorter."""
     durs = [2, 2, 2, 43, 2, 2]
     launch = [45 * i for i in range(len(durs))]
-    starts = []
-    for i, d in enumerate(durs):
+    starts: list[int] = []
+    for i in range(len(durs)):
         starts.append(max(starts[-1] + durs[i - 1] if i else 0, launch[i] + 45 + 5))
     assert starts[4] - (starts[3] + durs[3]) == 2  # launched 2 us before the MatMul ended... waited 2 us
     table = _timeline([s * 1000 for s in starts], [d * 1000 for d in durs], [t * 1000 for t in launch], 45_000)
