@@ -11,6 +11,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from atbprof.fusion.rules import Pattern, Rule
 from atbprof.graph.expr import ZERO, Lin
@@ -47,8 +48,10 @@ class FusionResult:
     disabled: dict[str, str] = field(default_factory=dict)  # rule -> why it was switched off for the phase
 
 
+@lru_cache(maxsize=8192)
 def type_matches(want: str, have: str) -> bool:
-    """Does op type `have` match a rule's `want` (alternatives 'A|B', globs 'Fused*MatMul')?"""
+    """Does op type `have` match a rule's `want` (alternatives 'A|B', globs 'Fused*MatMul')? Remembered: a
+    re-simulating what-if asks the same few pairs for every node of every pass."""
     return any(fnmatch.fnmatchcase(have, alt) for alt in want.split("|"))
 
 
