@@ -17,6 +17,7 @@ from atbprof.analyze.patterns import KINDS, OPPORTUNITY_KINDS, PatternSet, load_
 from atbprof.analyze.report import AnalysisReport, Breakdown, Finding, Occurrence, PhaseCount, Source, WhatIf
 from atbprof.analyze.view import OpView, RowsOf, dict_codes, has_values, int_column
 from atbprof.analyze.whatif import whatif_device_model, whatif_resimulated
+from atbprof.fusion.versions import checked_release, for_release, release
 from atbprof.importers.base import Profile, import_warnings
 from atbprof.numerics.report import parse_report
 from atbprof.optable.schema import OPS_SCHEMA
@@ -85,6 +86,7 @@ def _findings(
     top: int,
     method: str,
     patterns: PatternSet,
+    release: tuple[int, int] | None = None,
 ) -> list[Finding]:
     if not table.num_rows:
         return []
@@ -154,6 +156,9 @@ def _findings(
                 )
             )
         has_launch = launch.null_count < len(launch)
+        call = catalogue[pattern][1] if pattern in catalogue else _API_HINT.get(kind)
+        if kind in OPPORTUNITY_KINDS and level == "kernel":  # the names the profile's CANN release uses
+            fused_as, call = for_release(fused_as, call, release)
         out.append(
             Finding(
                 kind=kind,
@@ -162,9 +167,7 @@ def _findings(
                 fused_as=fused_as,
                 rule=head["rule"],
                 fusion=catalogue[pattern][0] if pattern in catalogue else None,
-                api=(catalogue[pattern][1] if pattern in catalogue else _API_HINT.get(kind))
-                if kind in OPPORTUNITY_KINDS
-                else None,
+                api=call if kind in OPPORTUNITY_KINDS else None,
                 opportunity=kind in OPPORTUNITY_KINDS,
                 count=len(rows),
                 time_us=round(float(time[rows].sum()) / 1e3, 3),
@@ -308,12 +311,17 @@ def analyze(
     patterns_file: str | None = None,
     top: int = 10,
     whatif: bool = True,
+    cann_version: str | None = None,
 ) -> AnalysisReport:
     """Analyze a profile (any importer's `Profile`). `top` bounds the rows each list of the report keeps;
-    `whatif=False` skips the estimate (no re-simulation)."""
+    `whatif=False` skips the estimate (no re-simulation); `cann_version` (default: the one the profile records)
+    names the fused kernels a missed fusion would use as that CANN release names them."""
     patterns = patterns or load_patterns(patterns_file)
     ops, meta = profile.ops, profile.meta
     notes: list[str] = import_warnings(profile)
+    on_release, release_note = _release(cann_version, meta.get("cann_version"))
+    if release_note:
+        notes.append(release_note)
     warmup = profile.meta.get("warmup_launches")
     if isinstance(warmup, dict) and warmup.get("kernels"):
         notes.append(
@@ -411,7 +419,7 @@ def analyze(
         "trace": "measured from the trace (host time removed, capped by the device's idle time)",
         "none": "not estimated",
     }
-    findings = _findings(found, view, profile.framework, breakdown, top, method[wi.method], patterns)
+    findings = _findings(found, view, profile.framework, breakdown, top, method[wi.method], patterns, on_release)
     if profile.kind == "kineto":  # a CPU/CUDA torch trace: name the portable fused API first
         findings = [
             f.model_copy(update={"fused_as": f"{_PORTABLE[f.fused_as]} ({f.fused_as} on Ascend)"})
@@ -460,6 +468,19 @@ def analyze(
         else None,
         occurrences=found,
     )
+
+
+def _release(given: str | None, recorded: object) -> tuple[tuple[int, int] | None, str | None]:
+    """The CANN release the findings name kernels for: `given` (--cann-version; ConfigError when it is not a
+    version), else the profile's recorded one; and a note saying which, or that the recorded one was not read."""
+    if given is not None:
+        return checked_release(given, "--cann-version"), f"fused kernels named as CANN {given} names them"
+    if isinstance(recorded, str):
+        found = release(recorded)
+        if found is None:
+            return None, f"the profile's cann_version {recorded!r} is not a CANN version: fused kernels by their names"
+        return found, f"fused kernels named as CANN {recorded} (recorded in the profile) names them"
+    return None, None
 
 
 def _next_commands(profile: Profile, findings: list[Finding], ours: bool) -> list[str]:

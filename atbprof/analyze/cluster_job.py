@@ -44,6 +44,7 @@ class RankTask:
     findings: bool
     top: int
     patterns_file: str | None
+    cann_version: str | None = None
 
 
 @dataclass
@@ -64,7 +65,9 @@ def run_rank(task: RankTask) -> RankResult:
     if not task.findings or part.profile is None or not part.profile.complete:
         return RankResult(part, [], None)
     try:
-        report = analyze(load_profile(task.path), patterns_file=task.patterns_file, top=task.top)
+        report = analyze(
+            load_profile(task.path), patterns_file=task.patterns_file, top=task.top, cann_version=task.cann_version
+        )
     except InputError as err:
         part.warnings.append(f"rank {part.profile.rank}: kernel tables not analysed ({err}): step split only")
         return RankResult(part, [], None)
@@ -91,6 +94,7 @@ def analyze_cluster_path(
     top: int = 10,
     threshold: float = DEFAULT_THRESHOLD,
     patterns_file: str | None = None,
+    cann_version: str | None = None,
     findings: bool = True,
     workers: int | None = None,
     ray: str | None = None,
@@ -131,9 +135,20 @@ def analyze_cluster_path(
                 "`atbprof export RUN --to ascend-pt` and analyze the export to get per-rank tables"
             )
         run = load_cluster(path)
-        done = analyze_cluster(run, top=top, threshold=threshold, patterns_file=patterns_file, findings=findings)
+        done = analyze_cluster(
+            run,
+            top=top,
+            threshold=threshold,
+            patterns_file=patterns_file,
+            findings=findings,
+            cann_version=cann_version,
+        )
         return _with_trace(run, done, trace, trace_ranks, force)
-    tasks = [RankTask(d, findings, top, patterns_file) for d in discover(path)]
+    if cann_version is not None:  # a mistake is the user's: said once, before any rank is read
+        from atbprof.fusion.versions import checked_release
+
+        checked_release(cann_version, "--cann-version")
+    tasks = [RankTask(d, findings, top, patterns_file, cann_version) for d in discover(path)]
     by_rank: dict[int, tuple[list[RankFinding], float | None]] = {}
 
     def parts(store: Path) -> Iterator[RankPart]:

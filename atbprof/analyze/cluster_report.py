@@ -191,7 +191,9 @@ def _split(row: dict[str, Any]) -> dict[str, float]:
     return {c: round(float(row[c]), 3) for c in STEP_COLUMNS}
 
 
-def _rank_findings(cluster: Cluster, top: int, patterns_file: str | None) -> tuple[list[RankFinding], dict[int, float]]:
+def _rank_findings(
+    cluster: Cluster, top: int, patterns_file: str | None, cann_version: str | None = None
+) -> tuple[list[RankFinding], dict[int, float]]:
     from atbprof.analyze.api import analyze
     from atbprof.importers.detect import load_profile
     from atbprof.importers.ours import load_run
@@ -202,7 +204,7 @@ def _rank_findings(cluster: Cluster, top: int, patterns_file: str | None) -> tup
         if not r.complete:
             continue
         profile = load_run(r.path, rank=r.rank) if r.run else load_profile(r.path)
-        report = analyze(profile, patterns_file=patterns_file, top=top)
+        report = analyze(profile, patterns_file=patterns_file, top=top, cann_version=cann_version)
         steps = max(1, report.source.steps)  # a finding's saving is over the profile: per step, as the split
         savings[r.rank] = round(sum(f.est_saving_us or 0.0 for f in report.findings if f.opportunity) / steps, 3)
         findings += [RankFinding(rank=r.rank, **f.model_dump()) for f in report.findings]
@@ -233,6 +235,7 @@ def analyze_cluster(
     patterns_file: str | None = None,
     findings: bool = True,
     precomputed: dict[int, tuple[list[RankFinding], float | None]] | None = None,
+    cann_version: str | None = None,
 ) -> ClusterReport:
     """The cluster report (pure apart from reading each complete rank's kernel tables for its findings;
     `findings=False` skips them: the step table and communication only; `precomputed`: per rank its findings and
@@ -247,7 +250,7 @@ def analyze_cluster(
         rank_findings = [f for r in sorted(precomputed) for f in precomputed[r][0]]
         savings = {r: s for r, (_, s) in precomputed.items() if s is not None}
     elif findings:
-        rank_findings, savings = _rank_findings(cluster, top, patterns_file)
+        rank_findings, savings = _rank_findings(cluster, top, patterns_file, cann_version)
     else:
         rank_findings, savings = [], {}
     by_rank = {r.rank: r for r in cluster.ranks}

@@ -26,6 +26,14 @@ def analyze(
     patterns: Annotated[
         Path | None, typer.Option("--patterns", help="Detection patterns YAML extending the built-in ones.")
     ] = None,
+    cann_version: Annotated[
+        str | None,
+        typer.Option(
+            "--cann-version",
+            help="Name the fused kernels as this CANN release does, e.g. 7.0.0 or 8.5.0 (default: the one the "
+            "profile records, else today's names).",
+        ),
+    ] = None,
     fail_on_unfused: Annotated[
         bool, typer.Option("--fail-on-unfused", help="Exit 1 when fusion opportunities exist (for CI).")
     ] = False,
@@ -74,6 +82,7 @@ def analyze(
                     path,
                     top=top,
                     patterns_file=pattern_file,
+                    cann_version=cann_version,
                     workers=workers,
                     ray=ray,
                     tables=tables,
@@ -89,7 +98,7 @@ def analyze(
         if given:
             raise InputError(f"{', '.join(given)}: for a cluster (a directory of rank profiles); {path} is one profile")
         with status(f"reading and analyzing {path}", format_ is AnalyzeFormat.rich):
-            report = analyze_profile(load_profile(path), patterns_file=pattern_file, top=top)
+            report = analyze_profile(load_profile(path), patterns_file=pattern_file, top=top, cann_version=cann_version)
         unfused = report.has_unfused
         emit(format_, lambda: analysis_json(report), lambda: analysis_markdown(report), render_analysis, report)
 

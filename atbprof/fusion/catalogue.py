@@ -19,6 +19,17 @@ class _M(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Renamed(_M):
+    """On the CANN releases from `since` (inclusive) to `before` (exclusive), a finding that would name the fused
+    kernel `fused` names `fused_as` (and the calls `api`) instead."""
+
+    fused: str
+    since: str | None = None
+    before: str | None = None
+    fused_as: str
+    api: tuple[str, ...] = ()
+
+
 class FusionRow(_M):
     name: str
     title: str
@@ -35,6 +46,9 @@ class FusionRow(_M):
         "fused: its fused kernels and calls are counted as already fused"
     )
     source: str
+    by_version: tuple[Renamed, ...] = Field(
+        default=(), description="the fused kernel and calls a finding names on other CANN releases"
+    )
 
     def framework_names(self) -> tuple[str, ...]:
         """The framework op names a profile records for its API calls."""

@@ -204,18 +204,36 @@ def _merge_slices(traces: list[AscendTrace], files: list[Path]) -> AscendTrace:
 
 
 def _profiler_info(path: Path) -> dict[str, object]:
-    """torch_npu's profiler configuration (level, aic metrics); a damaged file is only a warning."""
+    """torch_npu's profiler configuration (level, aic metrics) and the CANN version the capture recorded, if any;
+    a damaged file is only a warning."""
+    meta = _recorded_version(path)
     for info in sorted(path.glob("profiler_info*.json")):
         try:
             doc = orjson.loads(read_bytes(info, 1 << 24))
             experimental = doc["config"]["experimental_config"]
-            return {
+            return meta | {
                 "profiler_level": experimental.get("_profiler_level"),
                 "aic_metrics": experimental.get("_aic_metrics"),
             }
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, OSError):
-            return {"warnings": [f"{info.name}: unreadable profiler configuration, ignored"]}
-    return {}
+            return meta | {"warnings": [f"{info.name}: unreadable profiler configuration, ignored"]}
+    return meta
+
+
+def _recorded_version(path: Path) -> dict[str, object]:
+    """{"cann_version": ...} when profiler_metadata.json records one (a capture adds it with torch_npu's
+    `prof.add_metadata("cann_version", ...)`); the fusion catalogue names kernels by release."""
+    meta_file = path / "profiler_metadata.json"
+    if not meta_file.is_file():
+        return {}
+    try:
+        doc = orjson.loads(read_bytes(meta_file, 1 << 24))
+    except (orjson.JSONDecodeError, OSError):
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    found = next((v for k, v in doc.items() if str(k).lower() == "cann_version"), None)
+    return {"cann_version": found[:64]} if isinstance(found, str) else {}
 
 
 def _combine(kind: str, path: Path, ops: RawOps | None, trace: AscendTrace | None, meta: dict[str, object]) -> Profile:

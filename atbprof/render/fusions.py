@@ -25,7 +25,12 @@ def catalogue_sections(catalogue: Catalogue) -> list[Section]:
         ["fusion", "fused kernel Types", "torch_npu API", "replaces", "simulated (rule)", "analyze finds"],
     )
     sources = Section("sources")
+    renames = Section("names by CANN release (atbprof analyze --cann-version, or the profile's cann_version)")
     for row in catalogue.fusions:
+        for r in row.by_version:
+            span = " and ".join(p for p in (r.since and f"from {r.since}", r.before and f"before {r.before}") if p)
+            calls = f" ({', '.join(f'torch_npu.{a}' for a in r.api)})" if r.api else ""
+            renames.lines.append(f"{row.title}: {r.fused} is {r.fused_as}{calls} {span}")
         table.rows.append(
             [
                 row.title,
@@ -37,7 +42,7 @@ def catalogue_sections(catalogue: Catalogue) -> list[Section]:
             ]
         )
         sources.lines.append(f"{row.title}: {row.source}")
-    return [head, table, sources]
+    return [head, table, renames, sources]
 
 
 def render_catalogue(catalogue: Catalogue, console: Console) -> None:

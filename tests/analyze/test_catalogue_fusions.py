@@ -238,3 +238,48 @@ def test_an_int8_kv_cache_is_quantised_written_dequantised_and_read_as_stored_by
     ops = api.load(_exported(tmp_path, "all2", ["fusion.strategy=all", *int8])).ops
     types = set(ops.column("op_type").to_pylist())
     assert "AscendQuant" in types and "AscendAntiQuant" not in types  # the fused kernel reads the int8 cache
+
+
+def test_a_missed_fusion_is_named_as_the_profiles_cann_release_names_it(tmp_path: Path) -> None:
+    import json
+
+    profile = _exported(tmp_path, "no-fa", ["fusion.strategy=all", "fusion.disable=[flash_attention]"])
+
+    def attention(report: object) -> object:
+        return next(f for f in report.findings if f.rule == "flash_attention" and f.level == "kernel")  # type: ignore[attr-defined]
+
+    today = api.analyze(profile)
+    assert attention(today).fused_as == "FusedInferAttentionScore" and not any("CANN" in n for n in today.notes)
+    old = api.analyze(profile, cann_version="7.0.0")
+    assert attention(old).fused_as == "PromptFlashAttention / IncreFlashAttention"
+    assert attention(old).api == "torch_npu.npu_prompt_flash_attention / torch_npu.npu_incre_flash_attention"
+    assert "fused kernels named as CANN 7.0.0 names them" in old.notes
+    assert attention(api.analyze(profile, cann_version="8.0.RC3")).fused_as == "FusedInferAttentionScore"
+    # the release a capture recorded (torch_npu's prof.add_metadata("cann_version", ...))
+    meta = profile / "profiler_metadata.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "cann_version": "7.0.RC1"}))
+    recorded = api.analyze(profile)
+    assert attention(recorded).fused_as == "PromptFlashAttention / IncreFlashAttention"
+    assert "fused kernels named as CANN 7.0.RC1 (recorded in the profile) names them" in recorded.notes
+
+
+def test_a_cann_version_that_is_not_one_is_refused_with_its_form(tmp_path: Path) -> None:
+    profile = _exported(tmp_path, "all", ["fusion.strategy=all"])
+    result = cli("analyze", str(profile), "--cann-version", "latest")
+    assert result.exit_code == 2
+    assert "--cann-version: 'latest' is not a CANN version (like 8.0.RC3, 8.1.RC1 or 8.5.0)" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cann_releases_compare_by_major_and_minor() -> None:
+    from atbprof.fusion.versions import for_release, release
+
+    assert [release(v) for v in ("8.0.RC3", "8.0.0", "8.5", "7.0.RC1", "8.3.RC2.alpha001")] == [
+        (8, 0), (8, 0), (8, 5), (7, 0), (8, 3),
+    ]  # fmt: skip
+    assert release("eight") is None and release("8") is None and release("8." + "1" * 70) is None
+    assert for_release("AddRmsNorm", "torch_npu.npu_add_rms_norm", (8, 5)) == (
+        "AddRmsNormBias", "torch_npu.npu_add_rms_norm",
+    )  # fmt: skip
+    assert for_release("AddRmsNorm", "x", (8, 3)) == ("AddRmsNorm", "x")
+    assert for_release("AddRmsNorm", "x", None) == ("AddRmsNorm", "x")

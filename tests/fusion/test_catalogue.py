@@ -45,12 +45,19 @@ def test_fusions_lists_the_catalogue_in_every_format() -> None:
     assert doc["schema_version"] == "2"
     assert [r["name"] for r in doc["fusions"]] == [r.name for r in fusion_catalogue().fusions]
     assert set(doc["fusions"][0]) == {
-        "name", "title", "fused_types", "api", "removes", "versions", "simulated", "detected", "source",
+        "name", "title", "fused_types", "api", "removes", "versions", "simulated", "detected", "source", "by_version",
     }  # fmt: skip
+    attention = next(r for r in doc["fusions"] if r["name"] == "attention")
+    assert attention["by_version"] == [
+        {"fused": "FusedInferAttentionScore", "since": None, "before": "8.0",
+         "fused_as": "PromptFlashAttention / IncreFlashAttention",
+         "api": ["npu_prompt_flash_attention", "npu_incre_flash_attention"]},
+    ]  # fmt: skip
     md = cli("fusions", "--format", "md").stdout
     assert "| fusion | fused kernel Types | torch_npu API |" in md and "torch_npu.npu_swiglu" in md
     rich = cli("fusions")
     assert rich.exit_code == 0 and "Rotary position embedding" in rich.stdout
+    assert "Fused attention (prefill and decode): FusedInferAttentionScore is PromptFlashAttention / " in rich.stdout
 
 
 def test_every_sequences_row_has_a_pattern_that_finds_it_and_the_rule_that_makes_it() -> None:
