@@ -94,6 +94,9 @@ def replay_savings(
 
     k = findings.num_rows
     rows_of = RowsOf(view.op_index)
+    # HCCL tasks: an MC2 kernel's call costs an aclnn launch, not its collective's (the AllGather of an
+    # AllGatherMatmul comes first)
+    hccl = np.array([n.lower().startswith(("hcom", "hccl")) for n in view.type_names] + [False])[view.type_codes]
     members = findings.column("op_indices").to_pylist()
     dur_new = view.dur.astype(float)
     gone = np.zeros(len(view), bool)
@@ -115,13 +118,14 @@ def replay_savings(
         gone[pos[1:]] = True
         shift = 0.0
         if known[pos].all():
-            # the fused call costs what the chain's first call did (an aclnn launch, not an HCCL collective's);
+            # the fused call costs what the chain's first aclnn call did (not an HCCL collective's launch);
             # host time an earlier chain already removed inside this span (a kernel it left, taken in) is not
             # removed twice
             prior = float(removed[pos].sum())
             span = float(launched[pos].max()) - float(at[pos].min())
             keep = float(calls[i]) if calls is not None else 1.0
-            shift = max(span - keep * float(cost[pos[0]]) - prior, 0.0)
+            own = pos[~hccl[pos]]  # the fused call is an aclnn launch: its first non-collective member's
+            shift = max(span - keep * float(cost[own[0] if len(own) else pos[0]]) - prior, 0.0)
             removed[pos] = 0.0
             removed[pos[0]] = prior + shift
             event_step.append(int(view.step[pos[0]]))

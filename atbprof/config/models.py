@@ -189,6 +189,12 @@ class ParallelSection(_Section):
         description="pipeline microbatches the batch is split into (vLLM's virtual engines); default: the "
         "largest divisor of workload.batch_size up to pp",
     )
+    sequence_parallel: bool = Field(
+        default=False,
+        description="Megatron's sequence parallelism: the norms and residual adds run on each rank's share of the "
+        "tokens; a ReduceScatter ends each row-parallel linear and an AllGather starts each column-parallel one (the "
+        "MC2 kernels MatmulReduceScatter / AllGatherMatmul fuse them). Needs tp > 1 and a batch divisible by tp",
+    )
     stage_layers: tuple[int, ...] | None = Field(
         default=None,
         strict=False,  # YAML gives a list
@@ -205,6 +211,8 @@ class ParallelSection(_Section):
             raise ValueError(
                 f"parallel.microbatches = {self.microbatches} needs pipeline stages: set parallel.pp > 1 or drop it"
             )
+        if self.sequence_parallel and self.tp == 1:
+            raise ValueError("parallel.sequence_parallel splits the tokens over the tp ranks: set parallel.tp > 1")
         if self.stage_layers is not None:
             if len(self.stage_layers) != self.pp:
                 raise ValueError(

@@ -130,7 +130,7 @@ class _Sweep:
             units=1 if rule.library else sum(m.units for m in members),
             icache=not rule.library,
             handoff=[h for m in members for h in m.handoff] + handoff,
-            stream=members[0].stream,
+            stream=members[role_idx].stream,  # the kernel's own (MC2: the MatMul's, not the collective's)
             writes_params=writes,
             origin=tuple(sorted(i for m in members for i in m.origin_ids)),
         )
@@ -283,7 +283,8 @@ def _chain(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -
                 continue
             op_type = _fused_type(pattern, ctx, window)
             keep = [t for k, t, _ in _escaping(sw.consumers, by_id, window) if k < n - 1]
-            node = sw.fuse(rule, window, op_type, pattern.op_name or op_type, keep, rule.role_from)
+            role_from = rule.role_from if pattern.role_from is None else pattern.role_from
+            node = sw.fuse(rule, window, op_type, pattern.op_name or op_type, keep, role_from)
             _absorb(rule, sw, node)
             if rule.actual_lengths:
                 _at_actual_lengths(node)

@@ -20,6 +20,7 @@ class Pattern(BaseModel):
     fused_by_soc: dict[str, str] = {}
     op_name: str | None = None
     export_if: dict[int, str] = {}
+    role_from: int | None = None  # overrides the rule's (AllGatherMatmul takes its MatMul's role and stream)
 
 
 class Group(BaseModel):

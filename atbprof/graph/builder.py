@@ -84,6 +84,8 @@ class GraphBuilder:
         self.ds = dims.dsize
         self.shard = tensor_parallel_rules()
         self.quantized: dict[tuple[int, int], tuple[int, Tensor]] = {}  # (producer, width) -> its DynamicQuant
+        # the rows of the residual stream: each rank's share of the tokens with sequence parallelism
+        self.rows: Lin = T * (1 / dims.tp) if dims.sp else T
 
     # -- tensors -------------------------------------------------------------------------------------------------
     def act(self, width: int, dtype: str | None = None, tokens: Lin = T) -> Tensor:
@@ -410,15 +412,18 @@ class GraphBuilder:
         else:
             pos = Tensor((Lin(one=4096), Lin(one=h)), self.dt, Lin(one=4096 * h * self.ds))
             x = self.out(self.vec("Add", "head.embed", -1, [x, self.gather(ids, pos)], self.act(h)))
+        r = self.rows
         for layer in range(d.layers):
-            a_in = self.norm("attn.norm", layer, x)
+            a_in = self.norm("attn.norm", layer, x, tokens=r)
             attn = self.attention(layer, a_in)
-            h1 = self.out(self.vec("Add", "attn.residual", layer, [x, attn], self.act(h)))
-            f_in = self.norm("ffn.norm", layer, h1)
+            h1 = self.out(self.vec("Add", "attn.residual", layer, [x, attn], self.act(h, tokens=r)))
+            f_in = self.norm("ffn.norm", layer, h1, tokens=r)
             mlp = self.mlp(layer, f_in)
-            x = self.out(self.vec("Add", "ffn.residual", layer, [h1, mlp], self.act(h)))
-        # logits only for the last position of each sequence (HF num_logits_to_keep)
-        last = self.out(self.vec("Slice", "head.norm", -1, [x], self.act(h, tokens=B)))
+            x = self.out(self.vec("Add", "ffn.residual", layer, [h1, mlp], self.act(h, tokens=r)))
+        # logits only for the last position of each sequence (HF num_logits_to_keep); with sequence parallelism each
+        # rank slices its share and an AllGather joins them (parallel.yaml)
+        kept = B * (1 / d.tp) if d.sp else B
+        last = self.out(self.vec("Slice", "head.norm", -1, [x], self.act(h, tokens=kept)))
         normed = self.norm("head.norm", -1, last, tokens=B)
         logits = self.matmul("head.lm_head", -1, normed, h, d.vocab, tokens=B)
         lf = self.out(self.vec("Cast", "head.sample", -1, [self.out(logits)], self.act(d.vocab, FP32, tokens=B)))

@@ -39,6 +39,7 @@ class ModelDims:
     eps: float
     dtype: str  # fp16 | bf16
     tp: int = 1  # tensor-parallel ranks: the graph is one rank's share (parallel/sharding.py)
+    sp: bool = False  # sequence parallelism: norms and residual adds on T / tp tokens, ReduceScatter / AllGather
     max_positions: int = 0  # max_position_embeddings (0: not given)
     quant: str = "none"  # none | w8a8 (int8 weights, per-token dynamic int8 activations in the decoder's linears)
     kv_int8: bool = False  # the KV cache holds int8 (one byte per element)
@@ -120,8 +121,9 @@ class ModelDims:
         """One rank's share of the embedding table beyond the row weight_bytes counts."""
         return (self.vocab_local - 1) * self.hidden * self.dsize
 
-    def sharded(self, tp: int) -> ModelDims:
-        """These dims split over `tp` ranks; ConfigError if the heads can not be split that way."""
+    def sharded(self, tp: int, sequence_parallel: bool = False) -> ModelDims:
+        """These dims split over `tp` ranks (and their tokens outside the linears too, with sequence parallelism);
+        ConfigError if the heads can not be split that way."""
         problems = []
         if self.heads % tp:
             problems.append(
@@ -135,7 +137,7 @@ class ModelDims:
             )
         if problems:
             raise ConfigError(problems)
-        return replace(self, tp=tp)
+        return replace(self, tp=tp, sp=sequence_parallel and tp > 1)
 
 
 _QK_NORM_MODELS = ("qwen3", "qwen3_moe")

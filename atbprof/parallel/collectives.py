@@ -18,6 +18,10 @@ COMM_STREAM = 6
 
 def _output(rule: CollectiveAfter, node: Node, dims: ModelDims) -> Tensor:
     out = node.outputs[0]
+    if rule.tokens:  # the tokens axis (rows) scattered over the ranks or gathered from them
+        scale = dims.tp if rule.collective == "AllGather" else 1 / dims.tp
+        shape = (*out.shape[:-2], out.shape[-2] * scale, out.shape[-1])
+        return Tensor(shape, out.dtype, out.nbytes * scale)
     if rule.collective != "AllGather":
         return out
     # the gathered tensor: the last axis times tp (the vocab-parallel logits -> the whole vocabulary)
@@ -29,8 +33,14 @@ def insert_collectives(graph: Graph, dims: ModelDims) -> Graph:
     """One tp rank's graph with its collectives; the graph itself when tp is 1."""
     if dims.tp == 1:
         return graph
-    rules = tensor_parallel_rules().collectives
+    tp_rules = tensor_parallel_rules()
+    rules = tp_rules.sequence_parallel if dims.sp else tp_rules.collectives
     next_id = max(n.id for n in graph.nodes) + 1
+    last_of: dict[tuple[int, int], int] = {}  # (rule, layer) -> the last kernel of its role (rules with `last`)
+    for n in graph.nodes:
+        for k, rule in enumerate(rules):
+            if rule.last and n.role == rule.after:
+                last_of[(k, n.layer)] = n.id
     nodes: list[Node] = []
     redirect: dict[int, tuple[int, Tensor]] = {}  # producer id -> the collective that now delivers its result
     seen: set[tuple[int, int]] = set()  # (rule, layer) already placed
@@ -40,6 +50,8 @@ def insert_collectives(graph: Graph, dims: ModelDims) -> Graph:
         nodes.append(n)
         for k, rule in enumerate(rules):
             if n.role != rule.after or (rule.op_type and n.op_type != rule.op_type) or (k, n.layer) in seen:
+                continue
+            if rule.last and last_of.get((k, n.layer)) != n.id:
                 continue
             seen.add((k, n.layer))
             out = _output(rule, n, dims)

@@ -34,6 +34,8 @@ class CollectiveAfter(_M):
     op_type: str | None = None
     collective: Collective
     role: str
+    last: bool = False  # after the last kernel of the role in the layer (a norm's chain), not the first
+    tokens: bool = False  # gathers / scatters the tokens (sequence parallelism), not the vocabulary
 
 
 class PointToPoint(_M):
@@ -50,6 +52,7 @@ class TensorParallelRules(_M):
     linears: dict[str, LinearSplit]
     embedding: EmbeddingSplit
     collectives: tuple[CollectiveAfter, ...]
+    sequence_parallel: tuple[CollectiveAfter, ...]
 
     def linear(self, dims: ModelDims, role: str, k: int, n: int) -> tuple[int, int]:
         """One rank's (K, N) of the linear of `role` whose full weight is K x N."""

@@ -186,7 +186,14 @@ class Simulation:
         self.cfg = cfg
         self.device: DeviceSpec = load_device(cfg.device.preset, cfg.device.spec)
         full = resolve_model(cfg.model)
-        self.dims: ModelDims = full.sharded(cfg.parallel.tp) if cfg.parallel.tp > 1 else full  # one rank's share
+        tp = cfg.parallel.tp
+        # one rank's share
+        self.dims: ModelDims = full.sharded(tp, cfg.parallel.sequence_parallel) if tp > 1 else full
+        if self.dims.sp and cfg.workload.batch_size % tp:
+            raise ConfigError(
+                f"parallel.sequence_parallel splits each step's tokens over the {tp} tp ranks: a decode step has "
+                f"workload.batch_size = {cfg.workload.batch_size} tokens; use a batch divisible by {tp}"
+            )
         if cfg.model.dtype == "bf16" and not self.device.supports_bf16:
             raise ConfigError(
                 f"model.dtype = 'bf16': device {self.device.name} ({self.device.soc_version}) has no bf16 cube "

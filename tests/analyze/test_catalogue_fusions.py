@@ -210,6 +210,37 @@ def test_mc2_is_found_across_the_compute_and_communication_streams_and_priced(tm
     assert "MatmulAllReduce" in {f.fused_as for f in reports["on"].findings if f.kind == "fused_op"}
 
 
+def test_sequence_parallel_mc2_is_matmul_reduce_scatter_and_all_gather_matmul_found_and_priced(tmp_path: Path) -> None:
+    """With sequence parallelism a row-parallel MatMul's output is reduce-scattered and a column-parallel one's
+    input all-gathered: MatmulReduceScatter and AllGatherMatmul (the AllGather's launch is an HCCL one: the fused
+    call costs an aclnn launch)."""
+    config = tmp_path / "tp2sp.yaml"
+    text = TP2.format(hf=FIXTURES / "hf" / "tiny-llama" / "config.json")
+    config.write_text(
+        text.replace("{tp: 2}", "{tp: 2, sequence_parallel: true}").replace("batch_size: 1", "batch_size: 2")
+    )
+
+    def span_us(overrides: list[str]) -> float:
+        cfg = load_config(config, overrides)
+        s = simulate_latency(cfg)
+        return (s.ttft_ms + s.decode_ms_per_token * cfg.workload.decode_tokens) * 1e3
+
+    off = ["fusion.disable=[mc2]"]
+    reports = {}
+    for name, overrides in (("off", off), ("on", [])):
+        api.simulate(config, overrides=overrides, out=tmp_path / name)
+        cli("export", str(tmp_path / name), "--to", "ascend-pt", "--out", str(tmp_path / f"{name}-export"))
+        reports[name] = api.analyze(sorted((tmp_path / f"{name}-export").rglob("*rank0*_ascend_pt"))[0])
+    found = {f.fused_as: f for f in reports["off"].findings if f.opportunity}
+    assert set(found) == {"MatmulReduceScatter", "AllGatherMatmul"}
+    assert found["AllGatherMatmul"].examples[0].op_types == ["hcom_allGather_", "MatMulV2"]
+    assert "torch_npu.npu_all_gather_base_mm" in (found["AllGatherMatmul"].api or "")
+    saving = sum(f.est_saving_us or 0.0 for f in found.values())
+    assert saving == pytest.approx(span_us(off) - span_us([]), rel=0.10)
+    assert not reports["on"].has_unfused
+    assert {"MatmulReduceScatter", "AllGatherMatmul"} <= {f.fused_as for f in reports["on"].findings}
+
+
 def test_the_aten_calls_of_the_unfused_sequences_are_found_too(tmp_path: Path) -> None:
     report = api.analyze(_exported(tmp_path, "none", ["fusion.strategy=none"]), top=50)
     framework = {f.fusion: f for f in report.findings if f.kind == "unfused_op" and f.level == "framework"}
@@ -283,3 +314,21 @@ def test_cann_releases_compare_by_major_and_minor() -> None:
     )  # fmt: skip
     assert for_release("AddRmsNorm", "x", (8, 3)) == ("AddRmsNorm", "x")
     assert for_release("AddRmsNorm", "x", None) == ("AddRmsNorm", "x")
+
+
+@pytest.mark.parametrize(
+    ("parallel", "batch", "message"),
+    [
+        ("{tp: 1, sequence_parallel: true}", 2, "parallel.sequence_parallel splits the tokens over the tp ranks: set"),
+        ("{tp: 2, sequence_parallel: true}", 3, "a decode step has workload.batch_size = 3 tokens; use a batch"),
+    ],
+)
+def test_sequence_parallelism_it_can_not_split_is_refused(
+    tmp_path: Path, parallel: str, batch: int, message: str
+) -> None:
+    config = tmp_path / "sp.yaml"
+    text = TP2.format(hf=FIXTURES / "hf" / "tiny-llama" / "config.json")
+    config.write_text(text.replace("{tp: 2}", parallel).replace("batch_size: 1", f"batch_size: {batch}"))
+    result = cli("run", "--config", str(config), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+    assert "Traceback" not in result.output

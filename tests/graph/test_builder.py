@@ -132,3 +132,29 @@ def test_a_head_dim_other_than_hidden_over_heads_is_refused(tmp_path) -> None:
     dims = resolve_model(ModelSection(hf_config=str(path)))
     assert dims.qk_norm and dims.head_dim == 80
     assert not resolve_model(ModelSection(hf_config=str(path), qk_norm=False)).qk_norm
+
+
+def test_sequence_parallelism_splits_the_residual_stream_and_moves_the_collectives() -> None:
+    from atbprof.parallel.collectives import insert_collectives
+
+    dims = resolve_model(ModelSection(preset="llama3-8b")).sharded(2, sequence_parallel=True)
+    g = insert_collectives(build_graph(dims), dims)
+    layer = [n for n in g.nodes if n.layer == 0]
+    roles = [n.role for n in layer]
+    # the AllGather follows the norm's last kernel and feeds the projections; a ReduceScatter ends attn.o / ffn.down
+    at = roles.index("attn.allgather")
+    assert roles[at - 1] == "attn.norm" and roles[at - 8 : at] == ["attn.norm"] * 8 and roles[at + 1] == "attn.q"
+    assert [n.op_type for n in layer if n.role.endswith(("allgather", "reducescatter"))] == [
+        "hcom_allGather_", "hcom_reduceScatter_", "hcom_allGather_", "hcom_reduceScatter_",
+    ]  # fmt: skip
+    half = T * (1 / 2)
+    norm = next(n for n in layer if n.role == "attn.norm")
+    assert norm.outputs[0].nbytes == half * (4096 * 4)  # fp32 cast of this rank's half of the tokens
+    gather = next(n for n in layer if n.role == "attn.allgather")
+    assert gather.outputs[0].nbytes == T * (4096 * 2)  # every token again
+    scatter = next(n for n in layer if n.role == "attn.reducescatter")
+    assert scatter.outputs[0].nbytes == half * (4096 * 2)
+    residual = next(n for n in layer if n.role == "attn.residual")
+    assert residual.inputs[1].producer == scatter.id and residual.outputs[0].nbytes == half * (4096 * 2)
+    head = [n.role for n in g.nodes if n.layer == -1]
+    assert "head.embed_reducescatter" in head and "head.allgather" in head and "head.logits_allgather" in head
