@@ -162,7 +162,7 @@ def fused_op(
     or None when the shapes do not say; MC2 builds on the measured MatMul and collective (the replaced kernels
     are not modelled then)."""
     if rule == "mc2":
-        mm = [j for j, t in enumerate(types) if not t.lower().startswith("hcom")]
+        mm = [j for j, t in enumerate(types) if _is_matmul(t)]  # not a MemSet / TransData tolerated between
         comm = [j for j, t in enumerate(types) if t.lower().startswith("hcom")]
         dims = matmul_dims(inputs[mm[0]]) if mm and comm else None
         if dims is None:
