@@ -67,22 +67,38 @@ def scan(
 ) -> tuple[list[tuple[CompiledPattern, np.ndarray, np.ndarray]], np.ndarray]:
     """(pattern, first position, end position) of every match, in view order; claimed ops are hidden from later
     patterns. Also the class symbol of each op (a pattern's `between` ops inside a match are not its members).
-    `across`: the patterns matched over a step's streams merged (the view then has one group per step)."""
+    `across`: the patterns matched over a step's streams merged (the view then has one group per step).
+
+    Each distinct (step, stream) string is matched once and its matches repeated at every group with that string:
+    the decode steps of a run (or of a profile of many steps) issue the same kernels step after step."""
     n = len(view)
     lut = np.append(level.lookup(view.type_names), np.uint8(OTHER))  # code -1 (null type) -> other
     symbols = _functor_symbols(level, view, lut[view.type_codes])
-    sep_at = np.flatnonzero(view.group_first[1:]) + 1
-    subject = np.insert(symbols, sep_at, np.uint8(SEPARATOR))
-    pos_of = np.insert(np.arange(n, dtype=np.int64), sep_at, -1)
-    buf = bytearray(subject.tobytes())
+    starts = np.zeros(0, np.int64)  # each (step, stream) group's first position
+    if n:
+        starts = np.concatenate(([0], np.flatnonzero(view.group_first[1:]) + 1)).astype(np.int64)
+    ends = np.append(starts[1:], n).astype(np.int64) if n else starts
+    raw = symbols.tobytes()
+    uid_of: dict[bytes, int] = {}
+    group_uid = np.array(
+        [uid_of.setdefault(raw[a:b], len(uid_of)) for a, b in zip(starts, ends, strict=True)], np.int64
+    )
+    distinct = list(uid_of)
+    buf = bytearray(bytes([SEPARATOR]).join(distinct))
+    base = np.concatenate(([0], np.cumsum([len(d) + 1 for d in distinct]))).astype(np.int64)  # each one's offset
     writable = np.frombuffer(buf, dtype=np.uint8)
+    # the groups of each distinct string, in view order
+    by_uid = np.argsort(group_uid, kind="stable")
+    per_uid = np.bincount(group_uid, minlength=len(distinct))
+    first_of_uid = np.concatenate(([0], np.cumsum(per_uid))).astype(np.int64)
     present = np.bincount(symbols, minlength=256) > 0
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     out = []
     for cp in level.patterns:
         if cp.spec.across_streams != across:
             continue
         if any(not present[list(token)].any() for token in cp.required):  # a token it needs never occurs
-            out.append((cp, np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            out.append((cp, *empty))
             continue
         # the gap-tolerant regex is several times slower: use it only when a gap op occurs at all
         regex = cp.regex if present[list(cp.gap_symbols)].any() else cp.plain
@@ -91,20 +107,29 @@ def scan(
             spans = np.stack([at, at + 1], axis=1).astype(np.int64)
         else:
             spans = np.array([m.span() for m in regex.finditer(buf)], dtype=np.int64).reshape(-1, 2)
-        if len(spans):
-            first, last = pos_of[spans[:, 0]], pos_of[spans[:, 1] - 1]
-            # a user regex such as [^A] could match the separator: such a match spans two groups
-            ok = (first >= 0) & (last >= 0) & (last - first == spans[:, 1] - spans[:, 0] - 1)
-            spans = spans[ok]
-            if cp.spec.claims and len(spans):
-                writable[member_ranges(spans[:, 0], spans[:, 1])[0]] = OTHER
-                if cp.leaves_symbol is not None:  # its ends: the Add in front, the MatMul after
-                    writable[spans[:, 0]] = cp.leaves_symbol
-                    writable[spans[:, 1] - 1] = cp.leaves_symbol
-                    present[cp.leaves_symbol] = True
-            out.append((cp, first[ok], last[ok] + 1))
-        else:
-            out.append((cp, np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        if not len(spans):
+            out.append((cp, *empty))
+            continue
+        # a user regex such as [^A] could match the separator: such a match spans two strings
+        uid = np.searchsorted(base, spans[:, 0], side="right") - 1
+        ok = (np.searchsorted(base, spans[:, 1] - 1, side="right") - 1 == uid) & (writable[spans[:, 0]] != SEPARATOR)
+        ok &= writable[spans[:, 1] - 1] != SEPARATOR
+        spans, uid = spans[ok], uid[ok]
+        if cp.spec.claims and len(spans):
+            writable[member_ranges(spans[:, 0], spans[:, 1])[0]] = OTHER
+            if cp.leaves_symbol is not None:  # its ends: the Add in front, the MatMul after
+                writable[spans[:, 0]] = cp.leaves_symbol
+                writable[spans[:, 1] - 1] = cp.leaves_symbol
+                present[cp.leaves_symbol] = True
+        # every group with that string gets the match, at its own position
+        offset, length = spans[:, 0] - base[uid], spans[:, 1] - spans[:, 0]
+        copies = per_uid[uid]
+        which = np.repeat(np.arange(len(spans)), copies)
+        nth = np.arange(int(copies.sum())) - np.repeat(np.cumsum(copies) - copies, copies)
+        group = by_uid[first_of_uid[uid[which]] + nth]
+        first = starts[group] + offset[which]
+        order = np.argsort(first, kind="stable")
+        out.append((cp, first[order], (first + length[which])[order]))
     return out, symbols
 
 
