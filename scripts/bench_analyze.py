@@ -191,7 +191,7 @@ def bench_million(repeat: int) -> None:
     print("4. analyze() on simulated runs of ~1M ops (LLaMA-2-7B; cold fusion cache per call)")
     runs = [
         ("llama2-7b-910b2.yaml", ["fusion=none", "workload.decode_tokens=605"], "fusion none"),
-        ("seed000-baseline.yaml", ["workload.decode_tokens=1188"], "seed 000 baseline, 2 re-simulations"),
+        ("seed000-baseline.yaml", ["workload.decode_tokens=1188"], "seed 000 baseline"),
     ]
     for config, overrides, label in runs:
         with tempfile.TemporaryDirectory() as tmp:
