@@ -288,6 +288,8 @@ def _chain(rule: Rule, graph: Graph, ctx: FusionContext, result: FusionResult) -
             _absorb(rule, sw, node)
             if rule.actual_lengths:
                 _at_actual_lengths(node)
+                if rule.causal:
+                    _causal(node)
             sw.out.append(node)
             result.fired[rule.name] = result.fired.get(rule.name, 0) + 1
             matched = n
@@ -322,6 +324,22 @@ def _at_actual_lengths(node: Node) -> None:
     node.inputs = [Edge(e.producer, _actual(e.tensor)) for e in node.inputs]
     node.params = [_actual(p) for p in node.params]
     node.handoff = [h.at_actual_lengths() for h in node.handoff]
+
+
+def _causal(node: Node) -> None:
+    """A fused attention kernel under a causal mask (sparse_mode / next_tokens = 0) skips the blocks above the
+    diagonal: its GEMMs run over the causal KV length and its softmax over the causal (token, position) pairs -
+    the same accounting `predict` uses. Eager attention computes every pair and masks it: it keeps the square."""
+    node.work = [
+        replace(
+            w,
+            mm=w.mm and (*(d.causal_length() for d in w.mm),),  # type: ignore[arg-type]
+            vec_bytes=w.vec_bytes.causal_pairs(),
+            vec_flops=w.vec_flops.causal_pairs(),
+        )
+        for w in node.work
+    ]
+    node.handoff = [h.causal_pairs() for h in node.handoff]
 
 
 def _absorb(rule: Rule, sw: _Sweep, node: Node) -> None:

@@ -49,6 +49,7 @@ class Rule(BaseModel):
     dtypes: tuple[str, ...] = ()  # model dtypes the fused kernel supports; empty = all
     absorb_inputs: tuple[str, ...] = ()
     actual_lengths: bool = False  # the fused kernel takes the actual sequence lengths: attends over Skv, not L
+    causal: bool = False  # with actual_lengths: skips the masked upper triangle (FlashAttention's causal mask)
     phases: tuple[str, ...] = ()  # phases the rule is applied in (empty: all); elsewhere a near-miss says so
     connected: bool = True  # false: members need not read one another (ReshapeAndCache writes K and V at once)
 

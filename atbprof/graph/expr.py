@@ -13,9 +13,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-BASIS = ("one", "B", "Sq", "Skv", "T", "BKV", "TKV", "L", "BL", "TL", "A")
+BASIS = ("one", "B", "Sq", "Skv", "T", "BKV", "TKV", "L", "BL", "TL", "TQ", "A")
 """one, batch, query tokens per sequence, KV length, T = B*Sq, BKV = B*Skv, TKV = B*Sq*Skv, L = attended cache
-length, BL = B*L, TL = B*Sq*L, A = the experts of a MoE layer that receive a token this step (in 1/EXPERT_SCALE)."""
+length, BL = B*L, TL = B*Sq*L, TQ = B*Sq*Sq (causal attention's triangle), A = the experts of a MoE layer that
+receive a token this step (in 1/EXPERT_SCALE)."""
 EXPERT_SCALE = 1000
 """`A` counts active experts in thousandths, so that every basis value stays an exact int64."""
 ACTUAL_LENGTHS = {
@@ -24,6 +25,9 @@ ACTUAL_LENGTHS = {
     BASIS.index("TL"): BASIS.index("TKV"),
 }
 """Attended-length monomials -> actual-length ones (a kernel given actual sequence lengths)."""
+
+
+_SQ, _SKV, _T, _TKV, _TQ = (BASIS.index(n) for n in ("Sq", "Skv", "T", "TKV", "TQ"))
 
 
 class Lin:
@@ -72,6 +76,25 @@ class Lin:
         for src, dst in ACTUAL_LENGTHS.items():
             c[dst] += c[src]
             c[src] = 0.0
+        return Lin(c)
+
+    def causal_length(self) -> Lin:
+        """A dimension that is the KV length (a GEMM's N or K over the keys), attended causally: each of the Sq new
+        tokens sees the Skv - Sq cached positions, itself and the new tokens before it, Skv - (Sq - 1) / 2
+        positions on average (Skv in decode, where Sq is 1)."""
+        c = self.coef.copy()
+        kv = c[_SKV]
+        c[_SQ] -= kv / 2
+        c[0] += kv / 2
+        return Lin(c)
+
+    def causal_pairs(self) -> Lin:
+        """A size counted per (new token, KV position) pair, B Sq Skv, over the causal pairs only: B Sq Skv -
+        B Sq (Sq - 1) / 2."""
+        c = self.coef.copy()
+        pairs = c[_TKV]
+        c[_TQ] -= pairs / 2
+        c[_T] += pairs / 2
         return Lin(c)
 
     def at(self, env: Mapping[str, float]) -> float:
@@ -128,6 +151,7 @@ def basis_values(
             att,
             batch * att,
             batch * sq * att,
+            batch * sq * sq,
             active,
         ]
     )

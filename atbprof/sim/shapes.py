@@ -8,7 +8,8 @@ import pyarrow as pa
 from atbprof.graph.expr import BASIS
 from atbprof.graph.nodes import Node, Tensor
 
-_VARYING = np.array([0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1], dtype=bool)  # everything but `one` and `B` changes between steps
+# everything but `one` and `B` changes between steps
+_VARYING = np.array([0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], dtype=bool)
 
 
 def _spec(tensors: list[Tensor]) -> tuple[tuple[tuple[float, ...], ...], ...]:
