@@ -262,14 +262,20 @@ def _longest(fits: Callable[[int], bool], start: int) -> int:
     return lo
 
 
+def what_fits(max_batch: int, max_context: int, batch: int) -> str:
+    """What would fit on the device instead: the largest batch at this context, the longest context at this batch
+    (never "batch 0": when neither fits, it says so)."""
+    fit = []
+    if max_batch:
+        fit.append(f"batch {max_batch} at this context")
+    if max_context:
+        fit.append(f"context {max_context:,} at batch {batch}")
+    return "fits on this device: " + " or ".join(fit) if fit else "even batch 1 does not fit on this device"
+
+
 def does_not_fit(m: MemoryEstimate, device: str, batch: int, context: int, tp: int = 1, pp: int = 1) -> str:
     """The refusal: the numbers, what would fit on this device, how many devices it needs, and the override."""
-    fit = []
-    if m.max_batch_that_fits:
-        fit.append(f"batch {m.max_batch_that_fits} at this context")
-    if m.max_context_that_fits:
-        fit.append(f"context {m.max_context_that_fits:,} at batch {batch}")
-    what = "; fits on this device: " + " or ".join(fit) if fit else "; even batch 1 does not fit on this device"
+    what = "; " + what_fits(m.max_batch_that_fits, m.max_context_that_fits, batch)
     if m.smallest_tp_that_fits and m.smallest_tp_that_fits > tp:
         tp_hint = f"it fits with parallel.tp: {m.smallest_tp_that_fits} (weights and KV heads split over the cards)"
     elif m.smallest_tp_that_fits is None:

@@ -32,6 +32,7 @@ def run_points(tasks: tuple[PointTask, ...]) -> list[dict[str, Any]]:
 def run_point(task: PointTask) -> dict[str, Any]:
     from atbprof.config.loader import load_config
     from atbprof.run import run_simulation, summarize
+    from atbprof.sim.memory import what_fits
 
     out: dict[str, Any] = {"point": task.index, "summary": None, "memory": None, "error": None, "internal": False}
     try:
@@ -46,10 +47,9 @@ def run_point(task: PointTask) -> dict[str, Any]:
     except DoesNotFitError as err:
         m = err.estimate.model_dump(mode="json")  # type: ignore[attr-defined]
         out["memory"] = m
-        out["error"] = (
-            f"does not fit: needs {m['total_gb']:.1f} GB, the device has {m['capacity_gb']:g} GB; fits at batch "
-            f"{m['max_batch_that_fits']} or context {m['max_context_that_fits']:,}"
-            + (f", or with parallel.tp {m['smallest_tp_that_fits']}" if m.get("smallest_tp_that_fits") else "")
+        fits = what_fits(m["max_batch_that_fits"], m["max_context_that_fits"], cfg.workload.batch_size)
+        out["error"] = f"does not fit: needs {m['total_gb']:.1f} GB, the device has {m['capacity_gb']:g} GB; {fits}" + (
+            f"; fits with parallel.tp {m['smallest_tp_that_fits']}" if m.get("smallest_tp_that_fits") else ""
         )
     except AtbprofError as err:
         out["error"] = str(err).removeprefix("invalid config: ")

@@ -236,3 +236,14 @@ def test_keep_runs_writes_every_points_whole_run(tmp_path: Path) -> None:
         doc = json.loads((run / "run.json").read_text())
         row = pq.read_table(tmp_path / "s" / "sweep.parquet").to_pylist()[i]
         assert doc["summary"]["decode_ms_per_token"] == row["decode_ms_per_token"]  # the row is that run's summary
+
+
+def test_a_point_that_does_not_fit_says_what_would_never_batch_0() -> None:
+    from atbprof.sweep.point import PointTask, run_point
+
+    base = str(FIXTURES / "llama2-7b-910b2.yaml")
+    whole = run_point(PointTask(0, base, ("model.preset=llama2-70b",)))  # 140 GB of weights on a 64 GB card
+    assert "even batch 1 does not fit on this device; fits with parallel.tp 4" in whole["error"]
+    assert "batch 0" not in whole["error"]
+    long = run_point(PointTask(1, base, ("workload.batch_size=64", "workload.prompt_len=16384")))
+    assert "fits on this device: batch " in long["error"] and "batch 0" not in long["error"]
