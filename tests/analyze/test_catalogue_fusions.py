@@ -5,6 +5,7 @@ the fused run, and prices it within 10 % of re-simulating the same config with t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -183,10 +184,10 @@ fusion: {{strategy: all}}
 """
 
 
-def test_mc2_is_found_across_the_compute_and_communication_streams_and_priced(tmp_path: Path) -> None:
-    """A row-parallel MatMul on the compute stream and the AllReduce of its output on the communication stream."""
+def _mc2_off_and_on(tmp_path: Path, text: str) -> tuple[dict[str, Any], float]:
+    """The config `text` exported with MC2 off and on, rank 0 of each analysed; and what MC2 saves re-simulated."""
     config = tmp_path / "tp2.yaml"
-    config.write_text(TP2.format(hf=FIXTURES / "hf" / "tiny-llama" / "config.json"))
+    config.write_text(text)
 
     def span_us(overrides: list[str]) -> float:
         cfg = load_config(config, overrides)
@@ -194,18 +195,23 @@ def test_mc2_is_found_across_the_compute_and_communication_streams_and_priced(tm
         return (s.ttft_ms + s.decode_ms_per_token * cfg.workload.decode_tokens) * 1e3
 
     off = ["fusion.disable=[mc2]"]
-    reports = {}
+    reports: dict[str, Any] = {}
     for name, overrides in (("off", off), ("on", [])):
         api.simulate(config, overrides=overrides, out=tmp_path / name)
         cli("export", str(tmp_path / name), "--to", "ascend-pt", "--out", str(tmp_path / f"{name}-export"))
-        rank0 = sorted((tmp_path / f"{name}-export").rglob("*rank0*_ascend_pt"))[0]
-        reports[name] = api.analyze(rank0)
+        reports[name] = api.analyze(sorted((tmp_path / f"{name}-export").rglob("*rank0*_ascend_pt"))[0])
+    return reports, span_us(off) - span_us([])
+
+
+def test_mc2_is_found_across_the_compute_and_communication_streams_and_priced(tmp_path: Path) -> None:
+    """A row-parallel MatMul on the compute stream and the AllReduce of its output on the communication stream."""
+    reports, resimulated = _mc2_off_and_on(tmp_path, TP2.format(hf=FIXTURES / "hf" / "tiny-llama" / "config.json"))
     found = [f for f in reports["off"].findings if f.opportunity]
     assert [(f.fusion, f.fused_as, f.level) for f in found] == [("mc2", "MatmulAllReduce", "kernel")]
     assert found[0].examples[0].op_types == ["MatMulV2", "hcom_allReduce_"]
     assert "torch_npu.npu_mm_all_reduce_base" in (found[0].api or "")
     assert found[0].by_phase[found[0].examples[0].phase or "all"].per_step == 4  # 2 layers x (attn.o, ffn.down)
-    assert found[0].est_saving_us == pytest.approx(span_us(off) - span_us([]), rel=0.10)
+    assert found[0].est_saving_us == pytest.approx(resimulated, rel=0.10)
     assert not reports["on"].has_unfused
     assert "MatmulAllReduce" in {f.fused_as for f in reports["on"].findings if f.kind == "fused_op"}
 
@@ -214,29 +220,15 @@ def test_sequence_parallel_mc2_is_matmul_reduce_scatter_and_all_gather_matmul_fo
     """With sequence parallelism a row-parallel MatMul's output is reduce-scattered and a column-parallel one's
     input all-gathered: MatmulReduceScatter and AllGatherMatmul (the AllGather's launch is an HCCL one: the fused
     call costs an aclnn launch)."""
-    config = tmp_path / "tp2sp.yaml"
     text = TP2.format(hf=FIXTURES / "hf" / "tiny-llama" / "config.json")
-    config.write_text(
-        text.replace("{tp: 2}", "{tp: 2, sequence_parallel: true}").replace("batch_size: 1", "batch_size: 2")
-    )
-
-    def span_us(overrides: list[str]) -> float:
-        cfg = load_config(config, overrides)
-        s = simulate_latency(cfg)
-        return (s.ttft_ms + s.decode_ms_per_token * cfg.workload.decode_tokens) * 1e3
-
-    off = ["fusion.disable=[mc2]"]
-    reports = {}
-    for name, overrides in (("off", off), ("on", [])):
-        api.simulate(config, overrides=overrides, out=tmp_path / name)
-        cli("export", str(tmp_path / name), "--to", "ascend-pt", "--out", str(tmp_path / f"{name}-export"))
-        reports[name] = api.analyze(sorted((tmp_path / f"{name}-export").rglob("*rank0*_ascend_pt"))[0])
+    sp = text.replace("{tp: 2}", "{tp: 2, sequence_parallel: true}").replace("batch_size: 1", "batch_size: 2")
+    reports, resimulated = _mc2_off_and_on(tmp_path, sp)
     found = {f.fused_as: f for f in reports["off"].findings if f.opportunity}
     assert set(found) == {"MatmulReduceScatter", "AllGatherMatmul"}
     assert found["AllGatherMatmul"].examples[0].op_types == ["hcom_allGather_", "MatMulV2"]
     assert "torch_npu.npu_all_gather_base_mm" in (found["AllGatherMatmul"].api or "")
     saving = sum(f.est_saving_us or 0.0 for f in found.values())
-    assert saving == pytest.approx(span_us(off) - span_us([]), rel=0.10)
+    assert saving == pytest.approx(resimulated, rel=0.10)
     assert not reports["on"].has_unfused
     assert {"MatmulReduceScatter", "AllGatherMatmul"} <= {f.fused_as for f in reports["on"].findings}
 
@@ -277,7 +269,7 @@ def test_a_missed_fusion_is_named_as_the_profiles_cann_release_names_it(tmp_path
     profile = _exported(tmp_path, "no-fa", ["fusion.strategy=all", "fusion.disable=[flash_attention]"])
 
     def attention(report: object) -> object:
-        return next(f for f in report.findings if f.rule == "flash_attention" and f.level == "kernel")  # type: ignore[attr-defined]
+        return next(f for f in report.findings if f.rule == "flash_attention" and f.level == "kernel")
 
     today = api.analyze(profile)
     assert attention(today).fused_as == "FusedInferAttentionScore" and not any("CANN" in n for n in today.notes)
