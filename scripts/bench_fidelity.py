@@ -171,7 +171,12 @@ def main() -> None:
     gqa = summarize(
         load_config(
             ROOT / "fixtures" / "llama3-8b-910b2.yaml",
-            ["execution.mode=graph", "workload.prompt_len=32768", "workload.decode_tokens=4"],
+            [
+                "execution.mode=graph",
+                "workload.prompt_len=32768",
+                "workload.decode_tokens=4",
+                "model.rope_scaling_factor=5",
+            ],
         )
     )
     out["llama3_8b_decode_over_floor"] = gqa.decode_ms_per_token / gqa.hbm_floor_ms_per_token

@@ -34,7 +34,7 @@ RAY = BIN / "ray"
 SWEEP = """\
 name: bench-sweep
 base: {base}
-set: {{workload.decode_tokens: 128}}
+set: {{workload.decode_tokens: 128, model.rope_scaling_factor: 5}}  # up to 16,384 tokens on LLaMA-2's 4,096
 grid:
   workload.batch_size: [1, 2, 4, 8, 16, 32]
   workload.prompt_len: [256, 512, 1024, 2048, 4096, 8192, 16384]

@@ -84,6 +84,13 @@ class ModelSection(_Section):
         description="RMSNorm over each query and key head before RoPE (Qwen3's q_norm / k_norm); default: from the "
         "config.json's model_type (qwen3, qwen3_moe)",
     )
+    rope_scaling_factor: float | None = Field(
+        default=None,
+        ge=1.0,
+        le=1024.0,
+        description="RoPE scaling (linear / dynamic NTK / YaRN) stretching the context max_position_embeddings gives "
+        "by this factor; default: the config.json's rope_scaling, else none (a longer prompt is refused)",
+    )
     sampling: Literal["greedy", "top_k_top_p"] = Field(
         default="greedy",
         description="top_k_top_p = the sampler filters the logits by top-k and top-p and draws a token (vLLM's "

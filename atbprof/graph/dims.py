@@ -41,6 +41,7 @@ class ModelDims:
     tp: int = 1  # tensor-parallel ranks: the graph is one rank's share (parallel/sharding.py)
     sp: bool = False  # sequence parallelism: norms and residual adds on T / tp tokens, ReduceScatter / AllGather
     max_positions: int = 0  # max_position_embeddings (0: not given)
+    context: int = 0  # the longest sequence the model is run at: max_positions, stretched by RoPE scaling (0: any)
     quant: str = "none"  # none | w8a8 (int8 weights, per-token dynamic int8 activations in the decoder's linears)
     kv_int8: bool = False  # the KV cache holds int8 (one byte per element)
     qk_norm: bool = False  # RMSNorm over each query and key head before RoPE (Qwen3)
@@ -236,6 +237,7 @@ def resolve_model(section: ModelSection) -> ModelDims:
         eps=float(values["rms_norm_eps"]),
         dtype=section.dtype,
         max_positions=_max_positions(hf.get("max_position_embeddings")),
+        context=_context(_max_positions(hf.get("max_position_embeddings")), hf.get("rope_scaling"), section),
         quant=section.quant,
         kv_int8=section.kv_cache_dtype == "int8",
         qk_norm=qk_norm,
@@ -275,6 +277,21 @@ def _moe(hf: dict[str, Any], source: str, inter: int) -> tuple[int, int, int]:
     if hf.get("shared_expert_intermediate_size") or hf.get("n_shared_experts"):
         raise ConfigError(f"model ({source}): shared experts are not modelled (routed experts only)")
     return n_experts, k, expert_width
+
+
+def _context(positions: int, scaling: object, section: ModelSection) -> int:
+    """The longest sequence the model runs at: max_position_embeddings times the RoPE scaling factor (the model
+    section's, else the config.json's rope_scaling; a config that also gives original_max_position_embeddings,
+    as LLaMA-3.1's does, already states the stretched length); 0 when the config gives no length."""
+    if not positions:
+        return 0
+    if section.rope_scaling_factor is not None:
+        return int(positions * section.rope_scaling_factor)
+    if isinstance(scaling, dict) and "original_max_position_embeddings" not in scaling:
+        factor = scaling.get("factor")
+        if isinstance(factor, int | float) and not isinstance(factor, bool) and 1 <= factor <= 1024:
+            return int(positions * factor)
+    return positions
 
 
 def _max_positions(value: object) -> int:

@@ -92,6 +92,25 @@ def _check_representable(costs: KernelCosts, phase: str, cfg: RunConfig) -> None
             )
 
 
+def _check_context(cfg: RunConfig, dims: ModelDims) -> None:
+    """A sequence longer than the model's context is refused: past max_position_embeddings RoPE meets positions the
+    model was never trained on, unless RoPE scaling stretches it."""
+    w = cfg.workload
+    needed = w.prompt_len + w.decode_tokens
+    if dims.context and needed > dims.context:
+        stretched = (
+            f" (max_position_embeddings {dims.max_positions:,} with RoPE scaling)"
+            if (dims.context != dims.max_positions)
+            else " (max_position_embeddings)"
+        )
+        factor = -(-needed // dims.max_positions)
+        raise ConfigError(
+            f"workload: prompt_len + decode_tokens = {needed:,} tokens is beyond {dims.name}'s context of "
+            f"{dims.context:,}{stretched}: shorten the prompt, or set model.rope_scaling_factor (e.g. {factor} for "
+            "linear or dynamic RoPE scaling) to run it stretched"
+        )
+
+
 def _fixed_cache_len(cfg: RunConfig, dims: ModelDims) -> int | None:
     """Positions of a fixed KV cache (None: dynamic); it must hold every token of the run."""
     w = cfg.workload
@@ -189,6 +208,7 @@ class Simulation:
         tp = cfg.parallel.tp
         # one rank's share
         self.dims: ModelDims = full.sharded(tp, cfg.parallel.sequence_parallel) if tp > 1 else full
+        _check_context(cfg, self.dims)
         if self.dims.sp and cfg.workload.batch_size % tp:
             raise ConfigError(
                 f"parallel.sequence_parallel splits each step's tokens over the {tp} tp ranks: a decode step has "

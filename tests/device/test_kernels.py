@@ -125,7 +125,7 @@ def _gqa_config(preset: str, batch: int = 1, prompt: int = 32768) -> RunConfig:
     return RunConfig.model_validate(
         {
             "name": "gqa",
-            "model": {"preset": preset},
+            "model": {"preset": preset, "rope_scaling_factor": 9},  # 32,768 tokens on 4,096 / 8,192 positions
             "device": {"preset": "910B2", "ignore_capacity": True},  # the MHA twin at batch 128 needs 166 GB
             "execution": {"mode": "graph"},
             "workload": {"batch_size": batch, "prompt_len": prompt, "decode_tokens": 2},
@@ -165,7 +165,8 @@ GRID = [
 def _grid_config(preset: str, device: str, mode: str, fusion: str, prompt: int, **model: int) -> RunConfig:
     return RunConfig.model_validate(
         {
-            "model": {"preset": preset, **model},
+            # past LLaMA-2's 4,096 positions (and LLaMA-3's 8,192 with the decode tokens): RoPE stretched
+            "model": {"preset": preset, "rope_scaling_factor": 4, **model},
             # kernel physics over the whole grid: unfused attention at 8192 on a 32 GB 910A does not fit (refused
             # in a real run); the cost model is checked on it anyway
             "device": {"preset": device, "ignore_capacity": True},

@@ -29,8 +29,8 @@ def test_default_rules_aligned_7b_prompt_512() -> None:
 
 
 def test_default_rules_aligned_7b_prompt_8192() -> None:
-    report, sim = numerics("llama2-7b-910a.yaml", "workload.prompt_len=8192", "workload.decode_tokens=1",
-                           "numerics.query_rows=8")  # fmt: skip
+    report, sim = numerics("llama2-7b-910a.yaml", "workload.prompt_len=8192", "model.rope_scaling_factor=3",
+                           "workload.decode_tokens=1", "numerics.query_rows=8")  # fmt: skip
     assert set(report.rules) == fired(sim)
     assert set(report.rules.values()) == {"aligned"}, report.rules
     assert report.finite and report.subset.prompt_len == 8192

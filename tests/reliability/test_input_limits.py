@@ -130,6 +130,10 @@ def test_files_that_are_not_utf8_are_named(tmp_path: Path, which: str) -> None:
 )
 def test_values_out_of_what_a_real_model_or_run_has(tmp_path: Path, override: str, message: str) -> None:
     extra = ["--set", "workload.prompt_len=1048576"] if override.startswith("workload.batch_size=4096") else []
+    if override.startswith(
+        "workload.decode_tokens="
+    ):  # past LLaMA-2's context: stretched, so the op count is the limit
+        extra = ["--set", "model.rope_scaling_factor=1024"]
     cfg = TINY.parent / "seed000-baseline.yaml"  # LLaMA-2-7B: 266 ops a decode step
     err = one_error(cli("run", "--config", cfg, "--set", override, *extra, "--out", tmp_path / "r"))
     assert message in err, err
@@ -141,6 +145,7 @@ def test_work_beyond_int64_is_refused_not_wrapped(tmp_path: Path) -> None:
     cfg = TINY.parent / "seed000-baseline.yaml"
     args = ["--set", "workload.batch_size=1024", "--set", "workload.prompt_len=1048576", "--out", tmp_path / "r"]
     args += ["--set", "device.ignore_capacity=true"]  # it does not fit either (refused first without this)
+    args += ["--set", "model.rope_scaling_factor=1024"]  # nor is it within LLaMA-2's context
     err = one_error(cli("run", "--config", cfg, *args))
     assert "beyond what the op table can hold (int64)" in err
 

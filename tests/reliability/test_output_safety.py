@@ -187,7 +187,7 @@ def test_a_signal_while_writing_leaves_nothing_behind(tmp_path: Path, signum: in
     for attempt in range(3):
         out = tmp_path / str(attempt)
         args = ["run", "--config", TINY.parent / "seed000-baseline.yaml", "--fusion", "none"]
-        args += ["--set", "workload.decode_tokens=4000", "--out", out / "r"]
+        args += ["--set", "workload.decode_tokens=4000", "--set", "model.rope_scaling_factor=2", "--out", out / "r"]
         proc = process(*args)
         _wait_for(".r.atbprof-*.tmp", out, proc)
         proc.send_signal(signum)

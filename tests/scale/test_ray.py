@@ -101,7 +101,8 @@ def test_a_sweep_on_ray_gives_exactly_the_local_sweep(ray_head: str, tmp_path: P
         "config": ROOT / "fixtures" / "seed000-baseline.yaml",
         "spec_file": None,
         "grid": ["workload.batch_size=1,4,8", "fusion=seed000-baseline,seed000-lnfused"],
-        "sets": ["workload.decode_tokens=4", "workload.prompt_len=8192"],  # batch 4 and 8 do not fit: rows
+        # batch 4 and 8 do not fit: rows (8,196 tokens: LLaMA-2's context stretched 3x)
+        "sets": ["workload.decode_tokens=4", "workload.prompt_len=8192", "model.rope_scaling_factor=3"],
     }
     local = run_sweep(**args, out=tmp_path / "local" / "s", workers=0)  # type: ignore[arg-type]
     remote = run_sweep(**args, out=tmp_path / "ray" / "s", ray=ray_head)  # type: ignore[arg-type]

@@ -27,7 +27,11 @@ def test_a_70b_model_on_one_card_is_refused_with_the_numbers() -> None:
 def test_long_context_large_batch_on_a_small_card_needs_terabytes() -> None:
     # issue 12: 7B at batch 128 / prompt 32768 on a 32 GB 910B4 ran silently with a TTFT of 668 s (needs ~2.2 TB)
     cfg = fixture_config(
-        "llama2-7b-910b2.yaml", "device.preset=910B4", "workload.batch_size=128", "workload.prompt_len=32768"
+        "llama2-7b-910b2.yaml",
+        "device.preset=910B4",
+        "workload.batch_size=128",
+        "workload.prompt_len=32768",
+        "model.rope_scaling_factor=9",
     )
     with pytest.raises(ConfigError, match=r"needs 2\d{3}\.\d GB .*KV cache 2207\.6"):
         Simulation(cfg)
@@ -43,7 +47,13 @@ def test_a_fitting_run_reports_its_memory() -> None:
 
 
 def test_the_largest_batch_and_context_that_fit_are_the_edges() -> None:
-    base = ["device.preset=910B4", "workload.prompt_len=4096", "workload.decode_tokens=4"]
+    # prompts past LLaMA-2's 4,096 positions: RoPE stretched, so that memory, not the context, is the limit
+    base = [
+        "device.preset=910B4",
+        "workload.prompt_len=4096",
+        "workload.decode_tokens=4",
+        "model.rope_scaling_factor=32",
+    ]
     m = Simulation(fixture_config("llama2-7b-910b2.yaml", *base)).memory
     edge = Simulation(fixture_config("llama2-7b-910b2.yaml", *base, f"workload.batch_size={m.max_batch_that_fits}"))
     assert edge.memory.fits
@@ -52,7 +62,7 @@ def test_the_largest_batch_and_context_that_fit_are_the_edges() -> None:
     prompt = m.max_context_that_fits - 4
 
     def at(p: int) -> Simulation:
-        return Simulation(fixture_config("llama2-7b-910b2.yaml", base[0], f"workload.prompt_len={p}", base[2]))
+        return Simulation(fixture_config("llama2-7b-910b2.yaml", base[0], f"workload.prompt_len={p}", *base[2:]))
 
     assert at(prompt).memory.fits
     with pytest.raises(ConfigError):
@@ -81,3 +91,34 @@ def test_the_refusal_is_one_clear_error() -> None:
     )
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.output.count("error:") == 1 and "does not fit" in result.output
+
+
+def test_a_sequence_beyond_the_models_context_is_refused_unless_rope_is_stretched() -> None:
+    cfg = fixture_config("llama2-7b-910b2.yaml", "workload.prompt_len=4096", "workload.decode_tokens=4")
+    with pytest.raises(ConfigError, match=r"prompt_len \+ decode_tokens = 4,100 tokens is beyond llama2-7b's context "
+                       r"of 4,096 \(max_position_embeddings\): shorten the prompt, or set model.rope_scaling_factor "
+                       r"\(e.g. 2 for linear or dynamic RoPE scaling\)"):  # fmt: skip
+        Simulation(cfg)
+    assert Simulation(fixture_config("llama2-7b-910b2.yaml", "workload.prompt_len=4092", "workload.decode_tokens=4"))
+    stretched = fixture_config(
+        "llama2-7b-910b2.yaml", "workload.prompt_len=4096", "workload.decode_tokens=4", "model.rope_scaling_factor=2"
+    )
+    assert Simulation(stretched).dims.context == 8192
+
+
+def test_a_config_json_with_rope_scaling_states_its_own_context(tmp_path: Path) -> None:
+    from atbprof.config.models import ModelSection
+    from atbprof.graph.dims import resolve_model
+
+    cfg = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
+           "num_key_value_heads": 4, "num_hidden_layers": 2, "rms_norm_eps": 1e-6, "vocab_size": 1024,
+           "max_position_embeddings": 4096}  # fmt: skip
+    path = tmp_path / "config.json"
+    for scaling, context in (
+        (None, 4096),
+        ({"type": "linear", "factor": 4.0}, 16384),
+        # LLaMA-3.1's: max_position_embeddings is already the stretched length
+        ({"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 512}, 4096),
+    ):
+        path.write_text(json.dumps(cfg | ({"rope_scaling": scaling} if scaling else {})))
+        assert resolve_model(ModelSection(hf_config=str(path))).context == context

@@ -44,7 +44,12 @@ def test_points_that_share_cached_graphs_get_their_own_figures() -> None:
         ["workload.batch_size=1", "workload.prompt_len=512"],
         ["workload.batch_size=16", "workload.prompt_len=512"],
         ["workload.batch_size=1", "workload.prompt_len=2048"],
-        ["workload.batch_size=4", "workload.prompt_len=4096", "fusion.softmax_fusion_max_seq=1024"],
+        [
+            "workload.batch_size=4",
+            "workload.prompt_len=4096",
+            "fusion.softmax_fusion_max_seq=1024",
+            "model.rope_scaling_factor=3",
+        ],
         ["fusion=seed000-lnfused"],
     ]
     base = FIXTURES / "seed000-baseline.yaml"

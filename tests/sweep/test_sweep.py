@@ -21,7 +21,7 @@ from tests.conftest import FIXTURES
 runner = CliRunner()
 BASE = FIXTURES / "seed000-baseline.yaml"
 GRID = ["workload.batch_size=1,8", "workload.prompt_len=64,8192", "fusion=seed000-baseline,seed000-lnfused"]
-SETS = ["workload.decode_tokens=4"]
+SETS = ["workload.decode_tokens=4", "model.rope_scaling_factor=3"]  # 8,196 tokens: past LLaMA-2's 4,096
 
 
 def _sweep(out: Path, **kw: object) -> object:
@@ -194,8 +194,7 @@ def test_the_cli_report_and_its_errors(tmp_path: Path) -> None:
             "--config",
             str(BASE),
             *(a for g in GRID for a in ("--grid", g)),
-            "--set",
-            SETS[0],
+            *(a for s in SETS for a in ("--set", s)),
             "--out",
             str(out),
             "--workers",
@@ -245,5 +244,7 @@ def test_a_point_that_does_not_fit_says_what_would_never_batch_0() -> None:
     whole = run_point(PointTask(0, base, ("model.preset=llama2-70b",)))  # 140 GB of weights on a 64 GB card
     assert "even batch 1 does not fit on this device; fits with parallel.tp 4" in whole["error"]
     assert "batch 0" not in whole["error"]
-    long = run_point(PointTask(1, base, ("workload.batch_size=64", "workload.prompt_len=16384")))
+    long = run_point(
+        PointTask(1, base, ("workload.batch_size=64", "workload.prompt_len=16384", "model.rope_scaling_factor=5"))
+    )
     assert "fits on this device: batch " in long["error"] and "batch 0" not in long["error"]
