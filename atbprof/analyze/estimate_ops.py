@@ -22,6 +22,7 @@ from atbprof.graph.builder import GraphBuilder
 from atbprof.graph.dims import ModelDims
 from atbprof.graph.expr import Lin, basis_values
 from atbprof.graph.nodes import Node
+from atbprof.importers.optypes import is_hccl_type
 
 # rules that must run first for the target to see its pattern as the simulator does (SwiGlu fuses Swish and Mul
 # once the up projection is merged into the gate's MatMul, which then no longer sits between them)
@@ -163,7 +164,7 @@ def fused_op(
     are not modelled then)."""
     if rule == "mc2":
         mm = [j for j, t in enumerate(types) if _is_matmul(t)]  # not a MemSet / TransData tolerated between
-        comm = [j for j, t in enumerate(types) if t.lower().startswith("hcom")]
+        comm = [j for j, t in enumerate(types) if is_hccl_type(t)]
         dims = matmul_dims(inputs[mm[0]]) if mm and comm else None
         if dims is None:
             return None

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from atbprof.analyze.view import OpView, RowsOf
+from atbprof.importers.optypes import is_hccl_type
 
 _MISSING = np.iinfo(np.int64).min
 
@@ -96,7 +97,7 @@ def replay_savings(
     rows_of = RowsOf(view.op_index)
     # HCCL tasks: an MC2 kernel's call costs an aclnn launch, not its collective's (the AllGather of an
     # AllGatherMatmul comes first)
-    hccl = np.array([n.lower().startswith(("hcom", "hccl")) for n in view.type_names] + [False])[view.type_codes]
+    hccl = np.array([is_hccl_type(n) for n in view.type_names] + [False])[view.type_codes]
     members = findings.column("op_indices").to_pylist()
     dur_new = view.dur.astype(float)
     gone = np.zeros(len(view), bool)

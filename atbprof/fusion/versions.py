@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import NamedTuple
 
 from atbprof.errors import ConfigError
 
@@ -28,16 +29,24 @@ def checked_release(text: str, where: str) -> tuple[int, int]:
     return found
 
 
+class _Rename(NamedTuple):
+    since: tuple[int, int] | None  # the first release with the new name (None: every one before `before`)
+    before: tuple[int, int] | None  # the first release without it (None: every one from `since`)
+    fused_as: str
+    api: tuple[str, ...]
+
+
 @cache
-def _renames() -> dict[str, list[tuple[tuple[int, int] | None, tuple[int, int] | None, str, tuple[str, ...]]]]:
+def _renames() -> dict[str, list[_Rename]]:
+    """The catalogue's by_version entries by the fused kernel they rename, their releases parsed."""
     from atbprof.fusion.catalogue import fusion_catalogue
 
-    out: dict[str, list[tuple[tuple[int, int] | None, tuple[int, int] | None, str, tuple[str, ...]]]] = {}
+    out: dict[str, list[_Rename]] = {}
     for row in fusion_catalogue().fusions:
         for r in row.by_version:
             since = checked_release(r.since, f"{row.name}.by_version.since") if r.since else None
             before = checked_release(r.before, f"{row.name}.by_version.before") if r.before else None
-            out.setdefault(r.fused, []).append((since, before, r.fused_as, r.api))
+            out.setdefault(r.fused, []).append(_Rename(since, before, r.fused_as, r.api))
     return out
 
 

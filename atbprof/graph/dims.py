@@ -11,6 +11,7 @@ import numpy as np
 
 from atbprof.data.models import PRESETS, preset_config
 from atbprof.errors import ConfigError, InputError
+from atbprof.graph.expr import active_experts
 
 if TYPE_CHECKING:  # the run config models load only with a config (analyze of other profiles needs none)
     from atbprof.config.models import ModelSection
@@ -104,18 +105,20 @@ class ModelDims:
         attn = h * (self.heads_local * d) * 2 + h * (self.kv_local * d) * 2
         mlp = 3 * h * i if self.architecture == "llama" else 2 * h * i
         if self.experts:  # the router and every expert's gate, up and down projections
-            mlp = h * self.experts + self.experts * 3 * h * self.expert_inter_local
+            mlp = h * self.experts + self.experts * self.expert_weights()
         return (attn + mlp + 2 * h) * self.dsize
+
+    def expert_weights(self) -> int:
+        """Weights (elements) of one expert's gate, up and down projections on one rank."""
+        return 3 * self.hidden * self.expert_inter_local
 
     def weight_bytes(self, tokens: int = 0) -> int:
         """Bytes of one rank's weights read once per decode token (embedding counted as one row); a MoE layer reads
         the experts `tokens` tokens are expected to reach (all of them when `tokens` is 0)."""
         per_layer = self.layer_weight_bytes()
         if self.experts and tokens:
-            from atbprof.graph.expr import active_experts
-
             idle = self.experts - float(active_experts(self.experts, self.experts_per_token, np.array(tokens)))
-            per_layer -= int(idle * 3 * self.hidden * self.expert_inter_local * self.dsize)
+            per_layer -= int(idle * self.expert_weights() * self.dsize)
         return self.layers * per_layer + (self.hidden + self.vocab_local * self.hidden) * self.dsize
 
     def table_bytes(self) -> int:
@@ -209,8 +212,8 @@ def resolve_model(section: ModelSection) -> ModelDims:
         problems.append(
             f"model.num_attention_heads = {heads} is not divisible by num_key_value_heads = {kvh} (GQA groups)"
         )
-    head_dim = hf.get("head_dim")
-    if isinstance(head_dim, int) and not isinstance(head_dim, bool) and h % heads == 0 and head_dim != h // heads:
+    head_dim = _whole(hf.get("head_dim"), 1, 1 << 20)
+    if head_dim and h % heads == 0 and head_dim != h // heads:
         problems.append(
             f"model ({source}): head_dim = {head_dim} differs from hidden_size / num_attention_heads = "
             f"{h // heads}; atbprof models heads of hidden_size / num_attention_heads only"
@@ -225,6 +228,7 @@ def resolve_model(section: ModelSection) -> ModelDims:
         problems.append(f"model ({source}): a MoE model needs architecture: llama (RMSNorm, RoPE, SwiGLU experts)")
     if problems:
         raise ConfigError(problems)
+    positions = _whole(hf.get("max_position_embeddings"), 1, 1 << 31)  # 0: the config does not say
     return ModelDims(
         name=name,
         architecture=section.architecture,
@@ -236,8 +240,8 @@ def resolve_model(section: ModelSection) -> ModelDims:
         vocab=int(values["vocab_size"]),
         eps=float(values["rms_norm_eps"]),
         dtype=section.dtype,
-        max_positions=_max_positions(hf.get("max_position_embeddings")),
-        context=_context(_max_positions(hf.get("max_position_embeddings")), hf.get("rope_scaling"), section),
+        max_positions=positions,
+        context=_context(positions, hf.get("rope_scaling"), section),
         quant=section.quant,
         kv_int8=section.kv_cache_dtype == "int8",
         qk_norm=qk_norm,
@@ -261,17 +265,14 @@ def _moe(hf: dict[str, Any], source: str, inter: int) -> tuple[int, int, int]:
     per_token = hf.get("num_experts_per_tok")
     width = hf.get("moe_intermediate_size", inter)
 
-    def whole(v: object, hi: int) -> int:
-        return v if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= hi else 0
-
-    n_experts = whole(experts, MAX_EXPERTS)
-    k = whole(per_token, n_experts or 1)
+    n_experts = _whole(experts, 1, MAX_EXPERTS)
+    k = _whole(per_token, 1, n_experts or 1)
     if not n_experts or not k:
         raise ConfigError(
             f"model ({source}): a MoE config needs num_local_experts (or num_experts) from 1 to {MAX_EXPERTS} and "
             f"num_experts_per_tok from 1 to that; got {experts!r} and {per_token!r}"
         )
-    expert_width = whole(width, 1_048_576)
+    expert_width = _whole(width, 1, 1_048_576)
     if not expert_width:
         raise ConfigError(f"model ({source}): moe_intermediate_size = {width!r}: must be a whole number from 1")
     if hf.get("shared_expert_intermediate_size") or hf.get("n_shared_experts"):
@@ -294,7 +295,6 @@ def _context(positions: int, scaling: object, section: ModelSection) -> int:
     return positions
 
 
-def _max_positions(value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1 << 31:
-        return value
-    return 0
+def _whole(value: object, lo: int, hi: int) -> int:
+    """`value` when it is a whole number (not a bool) from lo to hi, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi else 0

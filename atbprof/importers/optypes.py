@@ -45,6 +45,11 @@ def base_ascend_types(types: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunke
     return pc.replace_substring_regex(types, AICORE_SUFFIX, r"\1")
 
 
+def is_hccl_type(op_type: str) -> bool:
+    """An HCCL collective's task Type (hcom_allReduce_, HcomAllGather, hccl...), not a kernel's."""
+    return op_type.lower().startswith(("hcom", "hccl"))
+
+
 def ascend_op_type(name: str) -> str:
     return re.sub(AICORE_SUFFIX, r"\1", _ascend_op_type(name))
 

@@ -98,11 +98,9 @@ def _check_context(cfg: RunConfig, dims: ModelDims) -> None:
     w = cfg.workload
     needed = w.prompt_len + w.decode_tokens
     if dims.context and needed > dims.context:
-        stretched = (
-            f" (max_position_embeddings {dims.max_positions:,} with RoPE scaling)"
-            if (dims.context != dims.max_positions)
-            else " (max_position_embeddings)"
-        )
+        stretched = " (max_position_embeddings)"
+        if dims.context != dims.max_positions:
+            stretched = f" (max_position_embeddings {dims.max_positions:,} with RoPE scaling)"
         factor = -(-needed // dims.max_positions)
         raise ConfigError(
             f"workload: prompt_len + decode_tokens = {needed:,} tokens is beyond {dims.name}'s context of "
