@@ -41,6 +41,7 @@ format: venv
 bench: venv
 	$(BIN)/python scripts/bench_run.py
 	$(BIN)/python scripts/bench_fidelity.py
+	$(BIN)/python scripts/prefill_grid.py
 	$(BIN)/python scripts/bench_sweep.py
 
 calibrate: venv

@@ -201,11 +201,18 @@ def summarize(cfg: RunConfig) -> RunSummary:
 
 
 def _summary_builder(sim: Simulation) -> SummaryBuilder:
-    return SummaryBuilder(sim.parallel.microbatches, sim.parallel.pp)
+    return SummaryBuilder(sim.parallel.microbatches, sim.parallel.pp, sim.prefill_steps)
 
 
 def _finish(sim: Simulation, builder: SummaryBuilder, steps: pa.Table) -> RunSummary:
-    summary = builder.finish(steps, sim.cfg.workload.batch_size, _hbm_floor_ms(sim), _fusion_report(sim), sim.memory)
+    summary = builder.finish(
+        steps,
+        sim.cfg.workload.batch_size,
+        _hbm_floor_ms(sim),
+        _fusion_report(sim),
+        sim.memory,
+        sim.device.peak_flops,
+    )
     return summary.model_copy(update=parallel_summary(sim, summary.decode_steps))
 
 

@@ -127,6 +127,47 @@ def fa_block_scalar_cycles(profile) -> dict[str, float]:  # type: ignore[no-unty
     return {k: round(statistics.median(v)) for k, v in found.items()}
 
 
+def gemm_pipe_evidence(profile) -> dict[str, float | int]:  # type: ignore[no-untyped-def]
+    """The evidence for the presets' `efficiency.cube` and `efficiency.mac_mte2_overlap`, from the GEMMs' PMU
+    counters at the clock the profile's counters show: the MAC pipe's rate while busy (FLOPs / mac time / the
+    peak of the kernel's cores) and the share of the shorter of MAC and MTE2 hidden under the longer
+    (1 - (duration - static cost - longer) / shorter), medians over the GEMM kernels."""
+    import numpy as np
+
+    from atbprof.predict.device import choose_device
+    from atbprof.predict.price import build_kernel_set
+
+    spec, choice = choose_device(profile.ops, profile.meta, None)
+    kernels = build_kernel_set(profile.ops, spec)
+    ops = profile.ops
+    if "mac_time_ns" not in ops.column_names:
+        return {}
+    mac = ops.column("mac_time_ns").to_pylist()
+    mte2 = ops.column("mte2_time_ns").to_pylist()
+    dur = ops.column("task_dur_ns").to_pylist()
+    block_dim = ops.column("block_dim").to_pylist()
+    rates, overlaps = [], []
+    for row in range(ops.num_rows):
+        node = kernels.node_of[kernels.keys[row]]
+        if node < 0 or not mac[row] or not mte2[row] or not block_dim[row]:
+            continue
+        work = kernels.nodes[node].work
+        if len(work) != 1 or work[0].mm is None or work[0].unit != "cube" or len(kernels.nodes[node].work) != 1:
+            continue
+        b, m, k, n = (float(d.coef[0]) for d in work[0].mm)
+        peak = 2 * spec.cube_macs_per_cycle * choice.clock_mhz * 1e6 * block_dim[row]
+        rates.append(2 * b * m * k * n / (mac[row] * 1e-9) / peak)
+        busy = dur[row] - spec.static_cost_us.cube * 1e3
+        overlaps.append(1 - (busy - max(mac[row], mte2[row])) / min(mac[row], mte2[row]))
+    if not rates:
+        return {}
+    return {
+        "gemms": len(rates),
+        "mac_rate_while_busy": round(float(np.median(rates)), 3),
+        "mac_mte2_overlap": round(float(np.median(overlaps)), 3),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
@@ -160,6 +201,16 @@ def main() -> None:
                 "op_types": {r.op_type: round(r.accuracy.time_weighted_error or 0, 4) for r in shipped.op_types[:8]},
                 "clock_mhz": shipped.device.clock_mhz,
                 "fa_block_scalar_cycles": fa_block_scalar_cycles(prof),
+                "gemm_pipes": gemm_pipe_evidence(prof),
+                "by_pass": {
+                    name: {
+                        "kernels": acc.priced_kernels,
+                        "shipped_error": acc.time_weighted_error,
+                        "calibrated_error": fitted.split.by_pass[name].time_weighted_error if fitted.split else None,
+                    }
+                    for name, acc in (shipped.split.by_pass.items() if shipped.split else [])
+                    if acc.priced_kernels
+                },
             }
         out["samples"] = rows
     spec = load_device("910B3")
@@ -201,8 +252,14 @@ def main() -> None:
             f" (bias {r['shipped_bias']:+.1%}), calibrated-on-qwen3 {r['calibrated_error']:.1%}"
         )
         print("    " + ", ".join(f"{k} {v:.0%}" for k, v in r["op_types"].items()))
+        passes = ", ".join(
+            f"{name} {p['shipped_error']:.1%} -> {p['calibrated_error']:.1%}" for name, p in r["by_pass"].items()
+        )
+        print(f"    by pass (shipped -> calibrated on qwen3): {passes}")
         if r["fa_block_scalar_cycles"]:
             print("    FlashAttention AIC scalar cycles per block pair:", r["fa_block_scalar_cycles"])
+        if r["gemm_pipes"]:
+            print("    GEMM PMU evidence:", r["gemm_pipes"])
     print(
         f"predict pricing {out['predict_pricing_s']:.3f} s (target < 1 s); "
         f"calibrate {out['calibrate_s']:.2f} s (< 10 s)"

@@ -23,16 +23,32 @@ def predict(
         AnalyzeFormat, typer.Option("--format", help="rich, json or md: the same report.")
     ] = AnalyzeFormat.rich,
     top: Annotated[int, typer.Option(min=1, help="Op types to show (json shows all).")] = 20,
+    kernels: Annotated[
+        Path | None,
+        typer.Option(
+            "--kernels",
+            help="Also write every kernel (pass, family, measured, predicted, provenance, parameters): "
+            "Parquet for a .parquet name, else CSV.",
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a --kernels file atbprof wrote.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
 ) -> None:
-    """Price every kernel of a real profile with the device model: measured vs predicted, per op type."""
+    """Price every kernel of a real profile with the device model: measured vs predicted, per pass, kernel family
+    and op type, with where each rate came from."""
     from atbprof.importers.detect import load_profile
-    from atbprof.predict.api import predict_profile
+    from atbprof.outputs import check_output_file
+    from atbprof.predict.api import predict_kernels
     from atbprof.render.predict import predict_json, predict_markdown, render_predict
+    from atbprof.writers.kernels import write_kernels
 
     def body() -> None:
+        if kernels is not None:  # a path that can not be written stops before the work
+            check_output_file(kernels, "kernels", force=force, inputs=(path,), option="--kernels")
         with status(f"reading and pricing {path}", format_ is AnalyzeFormat.rich):
-            report = predict_profile(load_profile(path, framework=False), device=device)
+            report, table = predict_kernels(load_profile(path, framework=False), device=device)
+            if kernels is not None:
+                write_kernels(table, kernels, force=force, inputs=(path,))
         emit(
             format_,
             lambda: predict_json(report),

@@ -154,14 +154,22 @@ def translate_atb_fusion_config(
         "strategy": "none",
         "enable": enable,
         "source_format": "atb_fusion_config",
-        "kv_cache_reuse": memory.get("enable_kv_cache_reuse", False),
-        "paged_attention": memory.get("paged_attention", False),
     }
     if "softmax_fusion_max_seq" in performance:
         out["softmax_fusion_max_seq"] = performance["softmax_fusion_max_seq"]
     if "shape_buckets" in performance:
         out["shape_buckets"] = performance["shape_buckets"]
     return out
+
+
+_NO_EFFECT = {
+    ("fusion", "paged_attention"): "not a setting of the simulator (paged attention changes no kernel it prices); "
+    "remove it. In an ATB fusion config (`fusion: atb_fusion_config.yaml`) memory.paged_attention is read for "
+    "seed 002's KV-cache-reuse pitfall",
+    ("fusion", "kv_cache_reuse"): "not a setting of the simulator (it changes no kernel it prices); remove it. In an "
+    "ATB fusion config memory.enable_kv_cache_reuse is read for seed 002's paged-attention pitfall",
+}
+"""Keys a reader may expect from ATB's vocabulary that the simulator has no use for: said so, not 'unknown'."""
 
 
 def _section_keys(path: tuple[str, ...]) -> list[str]:
@@ -205,6 +213,8 @@ def _format_error(
     kind = err["type"]
     msg = err["msg"].removeprefix("Value error, ")
     if kind == "extra_forbidden":
+        if loc in _NO_EFFECT:
+            return f"{where}{key}: {_NO_EFFECT[loc]}"
         hint = did_you_mean(loc[-1], _section_keys(loc[:-1])) if loc else ""
         return f"{where}{key}: unknown key{hint}; remove it or check the spelling"
     if kind == "missing":

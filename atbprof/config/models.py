@@ -168,8 +168,23 @@ class WorkloadSection(_Section):
         description="fixed cache: positions (default the model's max_position_embeddings)",
     )
 
+    max_num_batched_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_TOKENS_PER_STEP,
+        description="chunked prefill (vLLM's scheduler budget): at most this many prompt tokens per prefill "
+        "iteration, shared by the batch; each chunk attends to the cached prefix; activations are sized for one "
+        "chunk. None = the whole batch's prompt in one step",
+    )
+
     @model_validator(mode="after")
     def _tokens_fit(self) -> WorkloadSection:
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.batch_size:
+            raise ValueError(
+                f"max_num_batched_tokens = {self.max_num_batched_tokens:,} is below batch_size = "
+                f"{self.batch_size:,}: each prefill iteration gives every sequence at least one token (vLLM "
+                "requires max_num_batched_tokens >= max_num_seqs); raise it to at least the batch size"
+            )
         if self.batch_size * self.prompt_len > MAX_TOKENS_PER_STEP:
             raise ValueError(
                 f"batch_size x prompt_len = {self.batch_size * self.prompt_len:,} tokens in one prefill step, more "
@@ -319,14 +334,10 @@ class FusionSection(_Section):
         description="token counts the fused kernels were compiled for; None = all shapes",
     )
     rules_file: str | None = Field(default=None, description="extra/override fusion rules YAML")
-    kv_cache_reuse: bool = False
-    paged_attention: bool = False
     source_format: Literal["atbprof", "atb_fusion_config"] = "atbprof"
 
     @model_validator(mode="after")
     def _pitfalls(self) -> FusionSection:
-        if self.kv_cache_reuse and self.paged_attention:
-            raise ValueError(KV_REUSE_WITH_PAGED_ATTENTION)
         overlap = set(self.enable) & set(self.disable)
         if overlap:
             raise ValueError(f"rules both enabled and disabled: {', '.join(sorted(overlap))}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -42,6 +42,9 @@ class Efficiency(_M):
     vector: float = Field(ge=0.01, le=1)
     vector_hbm: float = Field(ge=0.01, le=1)
     mix_overlap: float = Field(default=1.0, ge=0, le=1)
+    # share of a GEMM's shorter side (cube MACs or MTE2 operand loads) hidden under its longer one; 1 = perfect
+    # double buffering
+    mac_mte2_overlap: float = Field(default=1.0, ge=0, le=1)
 
 
 class StaticCost(_M):
@@ -80,6 +83,17 @@ class Topology(_M):
     buffer_mb: float = Field(ge=0, le=1e6)  # HCCL's communication buffer per communicator (device memory)
 
 
+PROVENANCE_KINDS = ("published", "fitted", "calibrated", "unstated")
+"""Where a device parameter came from, weakest evidence last but one: a spec sheet or a published measurement, a
+fit on a named real sample (with a held-out check), `atbprof calibrate` on the user's own profile; `unstated`: a
+user-written spec that does not say."""
+
+
+class Provenance(_M):
+    kind: Literal["published", "fitted", "calibrated"]
+    source: str = Field(min_length=1, max_length=2000)
+
+
 class DeviceSpec(_M):
     name: str = Field(min_length=1, max_length=200)
     soc_version: str = Field(min_length=1, max_length=200)
@@ -109,6 +123,9 @@ class DeviceSpec(_M):
     # type's kernels on the profiled hardware, the part of a kernel library's quality the pipes do not explain
     op_time_scale: dict[str, Annotated[float, Field(ge=0.05, le=20)]] = Field(default_factory=dict, max_length=1000)
     calibration: dict[str, str | int | float] = Field(default_factory=dict, max_length=100, strict=False)
+    # per parameter ("efficiency.cube", "static_cost_us.vector", "block_scalar_cycles.FlashAttentionScore", ...):
+    # where its value came from; `atbprof predict` says which of them priced each kernel
+    provenance: dict[str, Provenance] = Field(default_factory=dict, max_length=1000)
     topology: Topology | None = None  # absent: a single card (parallel.tp/pp/dp must be 1)
 
     @property

@@ -30,7 +30,7 @@ PIPES = ("mac", "vec", "scalar", "mte1", "mte2", "mte3", "fixpipe")
 
 _FIELDS: list[tuple[str, pa.DataType, bool, str]] = [
     ("op_index", pa.int64(), False, "position of the task in the run (device order)"),
-    ("step", pa.int32(), True, "0 = prefill, 1..N = decode steps"),
+    ("step", pa.int32(), True, "0 = prefill (0..C-1 with chunked prefill), then the decode steps"),
     ("phase", _dict, True, "prefill | decode"),
     ("layer", pa.int32(), True, "decoder layer, -1 for model-level ops (embedding, final norm, LM head, sampling)"),
     ("node_id", pa.int32(), True, "node of the (fused) phase graph this task executes"),

@@ -11,7 +11,16 @@ import orjson
 from atbprof.version import __version__
 
 OutputKind = Literal[
-    "run", "export", "diff-trace", "device-spec", "cluster-tables", "cluster-trace", "sweep", "plots", "report"
+    "run",
+    "export",
+    "diff-trace",
+    "device-spec",
+    "cluster-tables",
+    "cluster-trace",
+    "sweep",
+    "plots",
+    "report",
+    "kernels",
 ]
 MARKER = ".atbprof-output.json"
 """In every directory atbprof writes: its kind and every file in it (a file it does not list is the user's)."""
@@ -78,6 +87,8 @@ def file_is_ours(path: Path) -> bool:
             head = fh.read(_SIGNATURE_BYTES * 4)
     except OSError:
         return False
+    if head.startswith(b"PAR1"):  # a Parquet file says so in its footer's key-value metadata
+        return _parquet_is_ours(path)
     if head.startswith(b"\x1f\x8b"):
         import zlib
 
@@ -86,3 +97,14 @@ def file_is_ours(path: Path) -> bool:
         except zlib.error:
             return False
     return FILE_SIGNATURE in head[:_SIGNATURE_BYTES]
+
+
+def _parquet_is_ours(path: Path) -> bool:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowException):
+        return False
+    return meta.get(b"generator") == b"atbprof"

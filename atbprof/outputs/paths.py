@@ -20,6 +20,7 @@ _WHAT = {
     "sweep": "sweep directory",
     "plots": "plots directory",
     "report": "report",
+    "kernels": "kernel table",
 }
 
 

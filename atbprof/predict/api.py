@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.device.spec import DeviceSpec
@@ -11,7 +12,7 @@ from atbprof.predict.device import choose_device
 from atbprof.predict.price import price_kernels
 from atbprof.predict.report import PREDICT_SCHEMA_VERSION, DeviceChoice, PredictReport, summarize
 
-__all__ = ["PREDICT_SCHEMA_VERSION", "PredictReport", "check_priceable", "predict_profile"]
+__all__ = ["PREDICT_SCHEMA_VERSION", "PredictReport", "check_priceable", "predict_kernels", "predict_profile"]
 
 
 def check_priceable(profile: Profile) -> None:
@@ -30,6 +31,16 @@ def predict_profile(
 ) -> PredictReport:
     """Measured vs predicted for every kernel of `profile`. `device`: a preset or spec YAML (else inferred from
     the profile); `spec`: an already chosen spec and how (calibrate's before/after), which overrides `device`."""
+    return predict_kernels(profile, device, spec)[0]
+
+
+def predict_kernels(
+    profile: Profile, device: str | None = None, spec: tuple[DeviceSpec, DeviceChoice] | None = None
+) -> tuple[PredictReport, pa.Table]:
+    """The report and every kernel's row (atbprof/writers/kernels.py `kernels_table`: what `--kernels` writes)."""
+    from atbprof.writers.kernels import kernels_table
+
     check_priceable(profile)
     chosen, how = spec or choose_device(profile.ops, profile.meta, device)
-    return summarize(price_kernels(profile.ops, chosen), profile.source, how)
+    prices = price_kernels(profile.ops, chosen)
+    return summarize(prices, profile.source, how), kernels_table(profile.ops, prices)

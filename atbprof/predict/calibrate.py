@@ -20,8 +20,9 @@ from atbprof.importers.base import Profile
 from atbprof.inputs import read_text
 from atbprof.predict.api import check_priceable
 from atbprof.predict.device import choose_device
+from atbprof.predict.passes import kernel_passes
 from atbprof.predict.price import KernelSet, build_kernel_set, node_durations, row_predictions
-from atbprof.predict.report import Accuracy, Calibration, HostDispatch, accuracy
+from atbprof.predict.report import Accuracy, Breakdown, Calibration, HostDispatch, accuracy, breakdown
 
 FITTED: tuple[tuple[str, str, float, float], ...] = (
     # (section, field, low, high): the physical range a fit may move in
@@ -30,6 +31,7 @@ FITTED: tuple[tuple[str, str, float, float], ...] = (
     ("efficiency", "vector", 0.05, 1.0),
     ("efficiency", "vector_hbm", 0.05, 1.0),
     ("efficiency", "mix_overlap", 0.0, 1.0),
+    ("efficiency", "mac_mte2_overlap", 0.0, 1.0),
     ("static_cost_us", "cube", 0.5, 50.0),
     ("static_cost_us", "vector", 0.5, 50.0),
     ("static_cost_us", "mix", 0.5, 50.0),
@@ -90,6 +92,15 @@ def _fit(
     doc = spec.model_dump()
     doc["op_time_scale"] = {**base.op_time_scale, **{t: v for t, v in scales.items() if abs(v - 1) >= 0.005}}
     return DeviceSpec.model_validate(doc), x
+
+
+def _calibrated_provenance(spec: DeviceSpec, source: str) -> DeviceSpec:
+    """The fitted parameters (and every op_time_scale) marked as calibrated on `source`."""
+    doc = spec.model_dump()
+    names = [f"{s}.{f}" for s, f, _, _ in FITTED] + [f"op_time_scale.{t}" for t in spec.op_time_scale]
+    what = f"atbprof calibrate on {source}"
+    doc["provenance"] = {**doc["provenance"], **{n: {"kind": "calibrated", "source": what} for n in names}}
+    return DeviceSpec.model_validate(doc)
 
 
 LOTO_SHARE = 0.9
@@ -169,18 +180,25 @@ def calibrate_profile(
             on_fit(fits[0], total)
 
     spec, x = _fit(points, base, np.ones(len(med), dtype=bool))
+    spec = _calibrated_provenance(spec, profile.source)
     fitted()
     compute = ~kernels.communication[kernels.keys]
 
-    def rows_error(node_pred: np.ndarray) -> Accuracy:
-        return accuracy(measured[compute], row_predictions(kernels, node_pred)[compute])
+    passes = np.asarray(kernel_passes(profile.ops), dtype=object)[compute]
+    families = np.asarray(kernels.family, dtype=object)[kernels.keys][compute]
+    splits: dict[str, Breakdown] = {}
 
-    before = rows_error(node_durations(kernels, base))
-    after = rows_error(node_durations(kernels, spec))
+    def rows_error(node_pred: np.ndarray, name: str) -> Accuracy:
+        pred = row_predictions(kernels, node_pred)[compute]
+        splits[name] = breakdown(measured[compute], pred, passes, families)
+        return accuracy(measured[compute], pred)
+
+    before = rows_error(node_durations(kernels, base), "before")
+    after = rows_error(node_durations(kernels, spec), "in_sample")
     cross: dict[str, Accuracy] = {}
     if cross_validate:
-        cross[f"{CV_FOLDS}-fold over kernels"] = rows_error(_held_out(points, base, kfold, x, fitted))
-        cross["leave-one-op-type-out"] = rows_error(_held_out(points, base, by_type, x, fitted))
+        for name, folds in ((f"{CV_FOLDS}-fold over kernels", kfold), ("leave-one-op-type-out", by_type)):
+            cross[name] = rows_error(_held_out(points, base, folds, x, fitted), name)
     return Calibration(
         base=how,
         spec=spec,
@@ -192,6 +210,7 @@ def calibrate_profile(
         source=profile.source,
         host_dispatch=host_dispatch(Path(profile.source)),
         cross_validated=cross,
+        splits=splits,
     )
 
 

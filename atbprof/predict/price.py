@@ -10,11 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from atbprof.device.kernels import evaluate_costs
+from atbprof.device.kernels import KernelCosts, evaluate_costs
 from atbprof.device.spec import DeviceSpec
 from atbprof.graph.expr import basis_values
 from atbprof.graph.nodes import Node
 from atbprof.predict.kernel_work import Unpriceable, kernel_node
+from atbprof.predict.passes import kernel_passes
+from atbprof.predict.provenance import node_provenance
 from atbprof.predict.recipes import Recipes, load_recipes
 from atbprof.predict.shapes import ShapeError, parse_tensors
 
@@ -26,6 +28,22 @@ PRICES_SCHEMA = pa.schema(
         pa.field("predicted_ns", pa.float64(), nullable=True, metadata={"doc": "the device model; null: unpriced"}),
         pa.field("communication", pa.bool_(), nullable=False, metadata={"doc": "an HCCL kernel (listed only)"}),
         pa.field("why", pa.string(), nullable=True, metadata={"doc": "why the kernel is unpriced"}),
+        pa.field("pass", pa.string(), nullable=False, metadata={"doc": "forward | backward | optimizer"}),
+        pa.field("family", pa.string(), nullable=False, metadata={"doc": "gemm, attention, norm, rope, ..."}),
+        pa.field(
+            "provenance",
+            pa.string(),
+            nullable=True,
+            metadata={
+                "doc": "published | fitted | calibrated | unstated: the weakest of its parameters; null: unpriced"
+            },
+        ),
+        pa.field(
+            "parameters",
+            pa.string(),
+            nullable=True,
+            metadata={"doc": "the device parameters that set its predicted time, ';'-separated"},
+        ),
     ]
 )
 COMMUNICATION_WHY = "communication: listed, not priced (HCCL is modelled by the parallelism work)"
@@ -68,6 +86,7 @@ class KernelSet:
     node_of: np.ndarray  # signature -> node index, -1 when unpriced
     communication: np.ndarray  # per signature
     why: list[str | None]  # per signature
+    family: list[str]  # per signature
 
 
 def build_kernel_set(ops: pa.Table, spec: DeviceSpec, recipes: Recipes | None = None) -> KernelSet:
@@ -81,13 +100,16 @@ def build_kernel_set(ops: pa.Table, spec: DeviceSpec, recipes: Recipes | None = 
     caps: list[tuple[float, float]] = []
     node_of = np.full(len(index), -1, dtype=np.int64)
     why: list[str | None] = [None] * len(index)
+    family = ["other"] * len(index)
     communication = np.zeros(len(index), dtype=bool)
     for key, sig in index.items():
         op_type, task_type, block_dim, mix, in_shapes, in_types, out_shapes, out_types = key
         if recipes.is_communication(str(op_type), task_type):  # type: ignore[arg-type]
-            communication[sig], why[sig] = True, COMMUNICATION_WHY
+            communication[sig], why[sig], family[sig] = True, COMMUNICATION_WHY, "communication"
             continue
         recipe = recipes.op_types.get(str(op_type))
+        if recipe is not None:
+            family[sig] = recipe.kernel_family
         if recipe is None:
             why[sig] = "op type not in the device model's recipes (atbprof/data/predict_recipes.yaml)"
             continue
@@ -104,15 +126,20 @@ def build_kernel_set(ops: pa.Table, spec: DeviceSpec, recipes: Recipes | None = 
         node_of[sig] = len(nodes)
         nodes.append(node)
         caps.append(_caps(task_type, block_dim, mix, spec))  # type: ignore[arg-type]
-    return KernelSet(keys, nodes, np.array(caps).reshape(-1, 2), node_of, communication, why)
+    return KernelSet(keys, nodes, np.array(caps).reshape(-1, 2), node_of, communication, why, family)
+
+
+def node_costs(kernels: KernelSet, spec: DeviceSpec) -> KernelCosts:
+    """The device model's costs of each node (the distinct priceable kernels), one step of constant sizes."""
+    values = basis_values(1, np.array([1]), np.array([1]))  # every size is a constant
+    return evaluate_costs(kernels.nodes, spec, values, block_caps=kernels.caps)
 
 
 def node_durations(kernels: KernelSet, spec: DeviceSpec) -> np.ndarray:
     """Predicted ns of each node (the distinct priceable kernels)."""
     if not kernels.nodes:
         return np.zeros(0)
-    values = basis_values(1, np.array([1]), np.array([1]))  # every size is a constant
-    return np.asarray(evaluate_costs(kernels.nodes, spec, values, block_caps=kernels.caps).dur[:, 0])
+    return np.asarray(node_costs(kernels, spec).dur[:, 0])
 
 
 def row_predictions(kernels: KernelSet, durations: np.ndarray) -> np.ndarray:
@@ -125,7 +152,14 @@ def row_predictions(kernels: KernelSet, durations: np.ndarray) -> np.ndarray:
 
 def price_kernels(ops: pa.Table, spec: DeviceSpec, recipes: Recipes | None = None) -> pa.Table:
     kernels = build_kernel_set(ops, spec, recipes)
-    predicted = row_predictions(kernels, node_durations(kernels, spec))
+    if kernels.nodes:
+        costs = node_costs(kernels, spec)
+        durations = np.asarray(costs.dur[:, 0])
+        kinds, params = node_provenance(kernels.nodes, costs, spec)
+    else:
+        durations, kinds, params = np.zeros(0), [], []
+    predicted = row_predictions(kernels, durations)
+    node_of_row = kernels.node_of[kernels.keys]
     return pa.table(
         {
             "op_index": ops.column("op_index"),
@@ -134,6 +168,10 @@ def price_kernels(ops: pa.Table, spec: DeviceSpec, recipes: Recipes | None = Non
             "predicted_ns": pa.array(predicted, pa.float64(), mask=np.isnan(predicted)),
             "communication": pa.array(kernels.communication[kernels.keys]),
             "why": pa.array([kernels.why[int(k)] for k in kernels.keys], pa.string()),
+            "pass": pa.array(kernel_passes(ops), pa.string()),
+            "family": pa.array([kernels.family[int(k)] for k in kernels.keys], pa.string()),
+            "provenance": pa.array([kinds[n] if n >= 0 else None for n in node_of_row.tolist()], pa.string()),
+            "parameters": pa.array([params[n] if n >= 0 else None for n in node_of_row.tolist()], pa.string()),
         },
         schema=PRICES_SCHEMA,
     )

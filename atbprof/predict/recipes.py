@@ -22,11 +22,21 @@ class Recipe(_M):
     fills: bool = False  # writes its output without reading its input (ZerosLike: the input only gives the shape)
     products: int = Field(default=2, ge=1, le=16)
     score_passes: float = Field(default=7.8, ge=0, le=1000)
+    family: Literal["gemm", "attention", "norm", "rope", "swiglu", "elementwise"] | None = None
+
+    @property
+    def kernel_family(self) -> str:
+        """The family the kernel is reported under: `family`, else its recipe's (vector: elementwise)."""
+        return self.family or {"gemm": "gemm", "attention": "attention"}.get(self.recipe, "elementwise")
 
 
 class Communication(_M):
     op_type_prefixes: tuple[str, ...] = Field(strict=False)
     task_types: tuple[str, ...] = Field(strict=False)
+
+
+FAMILIES = ("gemm", "attention", "norm", "rope", "swiglu", "elementwise", "communication", "other")
+"""Kernel families `atbprof predict` reports, in this order (other: an op type the recipes do not list)."""
 
 
 class Recipes(_M):

@@ -33,6 +33,35 @@ class Accuracy:
 class OpTypeAccuracy:
     op_type: str
     accuracy: Accuracy
+    family: str = "other"
+    provenance: str | None = None  # the kind that priced most of its predicted time (published, fitted, ...)
+    parameters: str | None = None  # the parameters of those kernels, ';'-separated
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Error figures of one set of predictions per training pass (forward, backward, optimizer: all three, empty
+    ones with no kernels) and per kernel family (those with kernels, in FAMILIES order)."""
+
+    by_pass: dict[str, Accuracy]
+    families: list[tuple[str, Accuracy]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "by_pass": {name: asdict(acc) for name, acc in self.by_pass.items()},
+            "families": [{"family": name, **asdict(acc)} for name, acc in self.families],
+        }
+
+
+def breakdown(measured_ns: np.ndarray, predicted_ns: np.ndarray, passes: np.ndarray, families: np.ndarray) -> Breakdown:
+    """`passes` and `families` per kernel (strings); NaN predictions are unpriced kernels."""
+    from atbprof.predict.passes import PASSES
+    from atbprof.predict.recipes import FAMILIES
+
+    by_pass = {name: accuracy(measured_ns[passes == name], predicted_ns[passes == name]) for name in PASSES}
+    present = set(families.tolist())
+    fams = [(f, accuracy(measured_ns[families == f], predicted_ns[families == f])) for f in FAMILIES if f in present]
+    return Breakdown(by_pass, fams)
 
 
 @dataclass(frozen=True)
@@ -61,6 +90,8 @@ class PredictReport:
     communication_us: float
     op_types: list[OpTypeAccuracy]  # priced op types, most measured time first
     unpriced: list[Unpriced]  # most measured time first (communication included, said so in `why`)
+    split: Breakdown | None = None  # the compute kernels per pass and family
+    provenance_us: dict[str, float] = field(default_factory=dict)  # predicted µs per provenance kind
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract of `atbprof predict --format json` (schema_version 1): every figure of the report,
@@ -68,6 +99,9 @@ class PredictReport:
         overall: dict[str, Any] = asdict(self.overall)
         overall["priced_fraction"] = self.priced_fraction
         overall["communication_us"] = self.communication_us
+        split = self.split.to_dict() if self.split else {"by_pass": {}, "families": []}
+        overall["by_pass"] = split["by_pass"]
+        overall["predicted_us_by_provenance"] = self.provenance_us
         return {
             "schema_version": PREDICT_SCHEMA_VERSION,
             "source": self.source,
@@ -79,13 +113,24 @@ class PredictReport:
                 "clock_from": self.device.clock_from,
             },
             "overall": overall,
-            "op_types": [{"op_type": r.op_type, **asdict(r.accuracy)} for r in self.op_types],
+            "families": split["families"],
+            "op_types": [_op_type_dict(r) for r in self.op_types],
             "unpriced": [asdict(u) for u in self.unpriced],
         }
 
     def to_arrow(self) -> pa.Table:
         """One row per priced op type: the `op_types` list as a table."""
-        return pa.Table.from_pylist([{"op_type": r.op_type, **asdict(r.accuracy)} for r in self.op_types])
+        return pa.Table.from_pylist([_op_type_dict(r) for r in self.op_types])
+
+
+def _op_type_dict(r: OpTypeAccuracy) -> dict[str, Any]:
+    return {
+        "op_type": r.op_type,
+        "family": r.family,
+        "provenance": r.provenance,
+        "parameters": r.parameters,
+        **asdict(r.accuracy),
+    }
 
 
 def accuracy(measured_ns: np.ndarray, predicted_ns: np.ndarray) -> Accuracy:
@@ -123,6 +168,10 @@ def summarize(prices: pa.Table, source: str, device: DeviceChoice) -> PredictRep
     predicted = prices.column("predicted_ns").to_numpy(zero_copy_only=False).astype(np.float64)
     comm = prices.column("communication").to_numpy(zero_copy_only=False).astype(bool)
     whys = np.asarray(prices.column("why").to_pylist(), dtype=object)
+    passes = np.asarray(prices.column("pass").to_pylist(), dtype=object)
+    families = np.asarray(prices.column("family").to_pylist(), dtype=object)
+    kinds = np.asarray(prices.column("provenance").to_pylist(), dtype=object)
+    params = np.asarray(prices.column("parameters").to_pylist(), dtype=object)
     compute = ~comm
     overall = accuracy(measured[compute], predicted[compute])
     rows: list[OpTypeAccuracy] = []
@@ -131,7 +180,16 @@ def summarize(prices: pa.Table, source: str, device: DeviceChoice) -> PredictRep
         sel = op_types == op_type
         acc = accuracy(measured[sel & compute], predicted[sel & compute])
         if acc.priced_kernels:
-            rows.append(OpTypeAccuracy(op_type, acc))
+            priced = sel & compute & ~np.isnan(predicted)
+            rows.append(
+                OpTypeAccuracy(
+                    op_type,
+                    acc,
+                    str(families[priced][0]),
+                    _heaviest(kinds[priced], predicted[priced]),
+                    _heaviest(params[priced], predicted[priced]),
+                )
+            )
         for i in np.flatnonzero(sel & np.isnan(predicted)):
             entry = unpriced.setdefault((op_type, str(whys[i])), [0, 0.0])
             entry[0] += 1
@@ -140,6 +198,9 @@ def summarize(prices: pa.Table, source: str, device: DeviceChoice) -> PredictRep
     lost = [Unpriced(t, int(n), float(us), why) for (t, why), (n, us) in unpriced.items()]
     lost.sort(key=lambda u: (-u.measured_us, u.op_type))
     compute_us = overall.measured_us
+    by_kind: dict[str, float] = {}
+    for kind in sorted({k for k in kinds.tolist() if k is not None}):
+        by_kind[str(kind)] = float(predicted[kinds == kind].sum()) / 1e3
     return PredictReport(
         source=source,
         device=device,
@@ -148,7 +209,18 @@ def summarize(prices: pa.Table, source: str, device: DeviceChoice) -> PredictRep
         communication_us=float(measured[comm].sum()) / 1e3,
         op_types=rows,
         unpriced=lost,
+        split=breakdown(measured[compute], predicted[compute], passes[compute], families[compute]),
+        provenance_us=by_kind,
     )
+
+
+def _heaviest(labels: np.ndarray, weights: np.ndarray) -> str | None:
+    """The label carrying the most weight (ties: the first in sorted order)."""
+    totals: dict[str, float] = {}
+    for label, w in zip(labels.tolist(), weights.tolist(), strict=True):
+        if label is not None:
+            totals[label] = totals.get(label, 0.0) + w
+    return min(totals, key=lambda k: (-totals[k], k)) if totals else None
 
 
 @dataclass(frozen=True)
@@ -174,3 +246,5 @@ class Calibration:
     cross_validated: dict[str, Accuracy] = field(default_factory=dict)
     """Held-out error per scheme (k-fold over kernels, leave-one-op-type-out): each kernel predicted by a spec
     fitted without it. `after` is in-sample: the same kernels the spec was fitted on."""
+    splits: dict[str, Breakdown] = field(default_factory=dict)
+    """Per figure ("before", "in_sample" and each cross-validation scheme): its errors per pass and family."""

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atbprof.hints import command, shown
-from atbprof.predict.report import PREDICT_SCHEMA_VERSION, Calibration
+from atbprof.predict.report import PREDICT_SCHEMA_VERSION, Accuracy, Calibration
 from atbprof.render.predict import percent
 from atbprof.render.sections import Section, render_sections
 
@@ -74,6 +74,12 @@ def render_calibration(cal: Calibration, written: Path, console: Console) -> Non
     render_sections(sections(cal, written), console)
 
 
+def _figures(cal: Calibration, name: str, acc: Accuracy) -> dict[str, Any]:
+    """One figure's errors, with its split per pass and family where it was computed."""
+    split = cal.splits.get(name)
+    return {**asdict(acc), **(split.to_dict() if split else {})}
+
+
 def calibration_json(cal: Calibration, written: Path) -> dict[str, Any]:
     """The JSON contract: {schema_version, spec_path, fitted, op_time_scale, before, in_sample (= after, kept for
     older readers), cross_validated {scheme: figures} (empty with --no-cross-validate), kernels, host_dispatch_us}."""
@@ -82,9 +88,9 @@ def calibration_json(cal: Calibration, written: Path) -> dict[str, Any]:
         "spec_path": shown(written),
         "fitted": cal.fitted,
         "op_time_scale": cal.spec.op_time_scale,
-        "before": asdict(cal.before),
-        "in_sample": asdict(cal.after),
-        "cross_validated": {name: asdict(acc) for name, acc in cal.cross_validated.items()},
+        "before": _figures(cal, "before", cal.before),
+        "in_sample": _figures(cal, "in_sample", cal.after),
+        "cross_validated": {name: _figures(cal, name, acc) for name, acc in cal.cross_validated.items()},
         "after": asdict(cal.after),
         "kernels": cal.kernels,
         "host_dispatch_us": cal.host_dispatch.per_kernel_us if cal.host_dispatch else None,

@@ -28,7 +28,13 @@ def render_run(result: RunResult, console: Console) -> None:
         f"{result.device_name}, {cfg.execution.mode}, fusion {cfg.fusion.strategy}"
         f"{' (+' + ','.join(cfg.fusion.enable) + ')' if cfg.fusion.enable else ''}"
         f"{' (-' + ','.join(cfg.fusion.disable) + ')' if cfg.fusion.disable else ''}; "
-        f"batch {w.batch_size}, prompt {w.prompt_len}, {w.decode_tokens} decode steps"
+        f"batch {w.batch_size}, prompt {w.prompt_len}"
+        + (
+            f" (chunked prefill, {w.max_num_batched_tokens:,} tokens per iteration)"
+            if w.max_num_batched_tokens and w.max_num_batched_tokens < w.batch_size * w.prompt_len
+            else ""
+        )
+        + f", {w.decode_tokens} decode steps"
     )
     par = s.parallel
     multi = par is not None and par.devices > 1
@@ -37,6 +43,7 @@ def render_run(result: RunResult, console: Console) -> None:
     head.add_column(justify="right", no_wrap=True)
     decode = s.decode_steps > 0
     head.add_row("TTFT", f"{s.ttft_ms:.2f} ms")
+    head.add_row("prefill MFU", f"{s.prefill_mfu:.1%} of the dense peak")
     if decode:
         head.add_row("decode latency", f"{s.decode_ms_per_token:.2f} ms/token")
         head.add_row("throughput", f"{s.tokens_per_s:.1f} tokens/s")

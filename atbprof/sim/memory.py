@@ -4,7 +4,8 @@
 - KV cache: K and V of every layer at the largest context the run reaches (prompt + decode tokens);
 - activations: the largest set of tensors one kernel reads and writes at once, over every phase at its largest
   step, plus the residual stream held across the layer (eager attention's fp32 scores are what makes long prompts
-  run out of memory);
+  run out of memory); with chunked prefill the largest prefill step is one chunk (as vLLM sizes its activations
+  for max_num_batched_tokens);
 - workspace: the largest cube<->vector hand-off a fused kernel keeps in global memory on split-core 910B (MIX
   kernels exchange tiles through GM: at most two UB-sized tiles per vector core in flight), 0 on 910A;
 - communication: HCCL's send and receive buffers of each communicator a rank belongs to (its tensor-parallel group,
@@ -29,6 +30,7 @@ from atbprof.graph.dims import ModelDims
 from atbprof.graph.expr import BASIS, basis_values
 from atbprof.graph.memo import NodeMemo
 from atbprof.graph.nodes import Graph, Node
+from atbprof.sim.steps import prefill_chunk
 
 GB = 1e9
 
@@ -127,11 +129,14 @@ def _parts(
     cache_len: int | None,
     share: StageShare | None = None,
     microbatches: int = 1,
+    max_num_batched_tokens: int | None = None,
 ) -> tuple[float, ...]:
     context = prompt + decode
     act, space = 0.0, 0.0
     micro = -(-batch // microbatches)  # a stage runs one microbatch at a time
-    for phase, sq, skv, attend in (("prefill", prompt, prompt, prompt), ("decode", 1, context, cache_len or context)):
+    # chunked prefill: the largest step is a chunk's tokens attending to the whole prompt (the last chunk)
+    chunk = prefill_chunk(prompt, batch, max_num_batched_tokens)
+    for phase, sq, skv, attend in (("prefill", chunk, prompt, prompt), ("decode", 1, context, cache_len or context)):
         if phase in w.phases and (phase == "prefill" or decode > 0):
             a, s = w.peak(phase, micro, sq, skv, attend)
             act, space = max(act, a + micro * sq * d.hidden * d.dsize), max(space, s)
@@ -156,6 +161,7 @@ def estimate_memory(
     microbatches: int = 1,
     communicators: int | None = None,
     stage: int = 0,
+    max_num_batched_tokens: int | None = None,
 ) -> MemoryEstimate:
     """`cache_len`: a fixed KV cache's positions; `full_dims`: the unsharded model, to find the smallest
     tensor-parallel degree that fits; each of the rank's `communicators` (default: one with tensor parallelism)
@@ -167,7 +173,7 @@ def estimate_memory(
     comm_buffer_bytes = buffer_bytes_per_communicator * communicators
 
     def parts(b: int, p: int, fixed: int | None) -> tuple[float, ...]:
-        return _parts(working, dims, split_cores, b, p, decode, fixed, share, microbatches)
+        return _parts(working, dims, split_cores, b, p, decode, fixed, share, microbatches, max_num_batched_tokens)
 
     def total(b: int, p: int) -> float:
         fixed = max(cache_len, p + decode) if cache_len else None
@@ -293,6 +299,11 @@ def does_not_fit(m: MemoryEstimate, device: str, batch: int, context: int, tp: i
         f"KV cache "
         f"{m.kv_cache_gb:.1f} at context {context:,}, activations {m.activations_gb:.1f}, workspace "
         f"{m.workspace_gb:.1f}, communication buffers {m.communication_gb:.1f}) and the device has "
-        f"{m.capacity_gb:g} GB of HBM{what}; {tp_hint}. Reduce workload.batch_size or workload.prompt_len, pick a "
-        "larger device, or set device.ignore_capacity: true to simulate it anyway"
+        f"{m.capacity_gb:g} GB of HBM{what}; {tp_hint}. Reduce workload.batch_size or workload.prompt_len, "
+        + (
+            "chunk the prefill (workload.max_num_batched_tokens: activations sized for that many tokens), "
+            if m.activations_gb >= 0.1 * m.total_gb
+            else ""
+        )
+        + "pick a larger device, or set device.ignore_capacity: true to simulate it anyway"
     )

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 SUMMARY_COLUMNS = frozenset(
     {"rank", "step", "microbatch", "role", "op_type", "bound", "task_start_ns", "task_dur_ns"}
-    | {"host_launch_dur_ns", "vec_time_ns"}
+    | {"host_launch_dur_ns", "vec_time_ns", "flops"}
 )
 """What the run summary reads of the op rows (sim/summary.py): a summary-only run builds just these."""
 
@@ -61,6 +61,7 @@ def summary_columns(tc: TimedChunk, rt: RankTimes, d: dict[str, pa.Array]) -> di
         "task_dur_ns": pa.array(rt.dur.ravel()),
         "host_launch_dur_ns": _nullable(tc.disp, k * pm.n_nodes),
         "vec_time_ns": pa.array(_pipe_ns(tc, rt, "vec", take)),
+        "flops": pa.array(np.rint(tc.costs.flops[take]).astype(np.int64).ravel()),
     }
 
 

@@ -34,7 +34,7 @@ from atbprof.sim.memory import MemoryEstimate, StageShare, does_not_fit, estimat
 from atbprof.sim.models import Dictionaries, PhaseModel, RankTimes, StageModel, TimedChunk
 from atbprof.sim.rank_split import RankSplit
 from atbprof.sim.rows import shared_columns, summary_columns, time_columns
-from atbprof.sim.steps import PHASES, StepPlan, plan_steps
+from atbprof.sim.steps import PHASES, StepPlan, plan_steps, prefill_chunk
 from atbprof.sim.timeline import HostModel
 
 # The calibrated host parameters (scripts/calibrate.py fits them to seed 000's table; README lists them)
@@ -225,10 +225,13 @@ class Simulation:
         self.weights_nz = wf == "nz"
         self.batch_rows = batch_rows  # rows per streamed batch (whole steps): bounds memory
         self.kv_cache_len = _fixed_cache_len(cfg, full)
-        self.plans: list[StepPlan] = plan_steps(cfg.workload.prompt_len, cfg.workload.decode_tokens, self.kv_cache_len)
-        self.base_ops_per_step = len(_model_graph(self.dims).nodes)
         m = self.parallel.microbatches
         self.micro_batch = cfg.workload.batch_size // m  # sequences per microbatch (the batch without stages)
+        w = cfg.workload
+        self.prefill_chunk = prefill_chunk(w.prompt_len, w.batch_size, w.max_num_batched_tokens)
+        self.plans: list[StepPlan] = plan_steps(w.prompt_len, w.decode_tokens, self.kv_cache_len, self.prefill_chunk)
+        self.prefill_steps = len(self.plans[0].steps)
+        self.base_ops_per_step = len(_model_graph(self.dims).nodes)
         fused: list[dict[str, FusionResult]] = []
         for s in range(self.parallel.pp):
             base = _stage_graph(self.dims, s, self.parallel.stage_bounds)
@@ -284,7 +287,6 @@ class Simulation:
                 f"{cfg.workload.decode_tokens + 1:,} steps{ranks}), more than output.max_ops = {cap:,}: reduce "
                 "workload.decode_tokens (or the model's layers), or raise output.max_ops"
             )
-        w = cfg.workload
         par = self.parallel
         estimates = [
             estimate_memory(
@@ -297,6 +299,7 @@ class Simulation:
                 w.prompt_len,
                 w.decode_tokens,
                 capacity_ignored=cfg.device.ignore_capacity,
+                max_num_batched_tokens=w.max_num_batched_tokens,
                 cache_len=self.kv_cache_len,
                 full_dims=full,
                 buffer_bytes_per_communicator=self.device.topology.buffer_mb * 1e6 if self.device.topology else 0.0,

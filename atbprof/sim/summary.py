@@ -47,6 +47,8 @@ class RunSummary(BaseModel):
     bound_ms_per_token: dict[str, float]
     top_op_types: list[OpTypeTime]
     hbm_floor_ms_per_token: float
+    # the prefill's FLOPs (GEMMs, causal attention, vector work) per device over TTFT x the device's dense peak
+    prefill_mfu: float = 0.0
     fusion_fired: dict[str, dict[str, int]]
     fusion_disabled: dict[str, str]
     near_misses: list[NearMissRow]
@@ -78,7 +80,8 @@ def latency(steps: pa.Table) -> Latency:
     ph = np.array(steps.column("phase").to_pylist())
     wall = (steps.column("sync_end_ns").to_numpy() - steps.column("host_start_ns").to_numpy()).astype(float)
     dec = ph == "decode"
-    ttft = float(steps.column("sync_end_ns").to_numpy()[0]) / 1e6
+    # the first token is sampled at the end of the prefill's last step (its last chunk)
+    ttft = float(steps.column("sync_end_ns").to_numpy()[int((ph == "prefill").sum()) - 1]) / 1e6
     per_tok = float(wall[dec].mean()) / 1e6 if dec.any() else 0.0
     return Latency(ttft_ms=round(ttft, 4), decode_ms_per_token=round(per_tok, 4))
 
@@ -100,8 +103,9 @@ class SummaryBuilder:
     and the busy fractions are per device (over `stages` devices).
     """
 
-    def __init__(self, microbatches: int = 1, stages: int = 1) -> None:
+    def __init__(self, microbatches: int = 1, stages: int = 1, prefill_steps: int = 1) -> None:
         self.weight = 1.0 / microbatches
+        self.prefill_steps = prefill_steps  # steps 0..prefill_steps-1 are the prefill (chunked: its iterations)
         self.stages = stages
         self._last: dict[int, tuple[int, int, int]] = {}  # per rank: its last step, microbatch and task end
         self.cat: dict[str, float] = defaultdict(float)
@@ -116,6 +120,7 @@ class SummaryBuilder:
         self.decode_busy = 0
         self.ops = 0
         self.decode_ops = 0.0
+        self.prefill_flops = 0.0
 
     def add(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
@@ -135,7 +140,7 @@ class SummaryBuilder:
         # a step's (a microbatch pass's) first task: its duration; the wait before it is the host's, or the token's
         inc = np.where((step != prev_step) | (mb != prev_mb), dur, end - prev_end)
         self._last[rank] = (int(step[-1]), int(mb[-1]), int(end[-1]))
-        decode = step > 0
+        decode = step >= self.prefill_steps
         # categories, bounds and norm kinds per dictionary entry, then per row by index (integer masks: the same
         # elements in the same order as string masks, so the same sums, at a fraction of the cost)
         role_all = batch.column("role")
@@ -144,6 +149,8 @@ class SummaryBuilder:
         ridx_all = role_all.indices.to_numpy()
         cat_all = cat_of_role[ridx_all]
         prefill = ~decode
+        if prefill.any():
+            self.prefill_flops += float(batch.column("flops").to_numpy()[prefill].sum())
         for name in ("attention", "ffn"):
             self.prefill_cat[name] += w * float(inc[prefill & (cat_all == _CAT_CODE[name])].sum())
         if not decode.any():
@@ -187,6 +194,7 @@ class SummaryBuilder:
         hbm_floor_ms: float,
         fusion: dict[str, object],
         memory: MemoryEstimate | None = None,
+        peak_flops: float = 0.0,
     ) -> RunSummary:
         ph = np.array(steps.column("phase").to_pylist())
         wall = (steps.column("sync_end_ns").to_numpy() - steps.column("host_start_ns").to_numpy()).astype(float)
@@ -230,6 +238,9 @@ class SummaryBuilder:
                 for t in top
             ],
             hbm_floor_ms_per_token=round(hbm_floor_ms, 4),
+            prefill_mfu=round(self.prefill_flops / (ttft / 1e3 * peak_flops * self.stages), 4)
+            if ttft and peak_flops
+            else 0.0,
             decode_steps=n_dec,
             memory=memory,
             **fusion,  # type: ignore[arg-type]

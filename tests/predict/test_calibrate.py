@@ -44,9 +44,15 @@ def test_cross_validated_error_is_reported_beside_the_in_sample_one(validated) -
     """Every kernel predicted once by a fit that did not see it: the honest figure, worse than in-sample."""
     schemes = validated.cross_validated
     assert set(schemes) == {"5-fold over kernels", "leave-one-op-type-out"}
-    for acc in schemes.values():
+    for name, acc in schemes.items():
         assert acc.priced_kernels == validated.after.priced_kernels  # every kernel is held out exactly once
         assert acc.time_weighted_error > validated.after.time_weighted_error
+        split = validated.splits[name]  # per pass: the forward kernels held out too
+        assert sum(a.priced_kernels for a in split.by_pass.values()) == acc.priced_kernels
+        assert (
+            split.by_pass["forward"].time_weighted_error
+            > validated.splits["in_sample"].by_pass["forward"].time_weighted_error
+        )
     from atbprof.render.calibrate import sections
 
     text = "\n".join(
@@ -68,11 +74,23 @@ def test_written_spec_loads_and_prices_like_the_fit(fit, tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert {"schema_version", "spec_path", "fitted", "before", "in_sample", "cross_validated"} <= set(doc)
-    assert doc["cross_validated"] == {} and doc["in_sample"] == doc["after"]
+    assert doc["cross_validated"] == {}
+    assert {k: v for k, v in doc["in_sample"].items() if k in doc["after"]} == doc["after"]
+    for figure in (doc["before"], doc["in_sample"]):  # every figure split per pass and family
+        assert set(figure["by_pass"]) == {"forward", "backward", "optimizer"}
+        assert {f["family"] for f in figure["families"]} >= {"gemm", "attention", "norm", "elementwise"}
     spec = load_device(None, str(out))
     assert spec.calibration["kernels"] == fit.kernels and spec.op_time_scale == fit.spec.op_time_scale
+    # what the fit set is marked calibrated on this profile; the rest keeps the preset's provenance
+    assert (
+        spec.provenance["efficiency.cube"].kind == "calibrated"
+        and QWEN.name in spec.provenance["efficiency.cube"].source
+    )
+    assert spec.provenance["efficiency.vector_hbm"].kind == "calibrated"
+    assert all(spec.provenance[f"op_time_scale.{t}"].kind == "calibrated" for t in spec.op_time_scale)
     again = predict_profile(load_profile(shared(QWEN)), device=str(out))
     assert again.overall.time_weighted_error == pytest.approx(fit.after.time_weighted_error, rel=1e-3)
+    assert {r.provenance for r in again.op_types} == {"calibrated"}
     # the held-out sample (not fitted on) is priced too; its error is reported, not asserted small
     held_out = predict_profile(load_profile(shared(MSTT / "kernel_details_fa_matmul_pipeutil.csv")), device=str(out))
     assert held_out.overall.priced_kernels > 0

@@ -43,10 +43,70 @@ def test_device_is_inferred_from_block_dims(qwen) -> None:  # type: ignore[no-un
 
 
 def test_uncalibrated_error_does_not_regress(qwen) -> None:  # type: ignore[no-untyped-def]
-    # measured 2026-12: 31.9 % (MatMulV3 16 %); the issue's target is 25 % / 15 % (README "predict": not met yet)
-    assert qwen.overall.time_weighted_error < 0.35
+    # measured: all kernels 28.6 %, forward 19.9 % (target 15 %, docs/predict.md: missed), MatMulV3 12.9 %
+    assert qwen.overall.time_weighted_error < 0.30
+    assert qwen.split.by_pass["forward"].time_weighted_error < 0.21
     matmul = next(r for r in qwen.op_types if r.op_type == "MatMulV3")
-    assert matmul.accuracy.time_weighted_error < 0.18
+    assert matmul.accuracy.time_weighted_error < 0.14
+
+
+def test_passes_split_the_training_step(qwen) -> None:  # type: ignore[no-untyped-def]
+    """Forward, backward and optimizer kernels of the Qwen3 step: the three add up to the whole, each pass's
+    kernels are what its name says (no gradient kernel forward, no Adam outside the optimizer)."""
+    passes = qwen.split.by_pass
+    assert sum(a.priced_kernels for a in passes.values()) == qwen.overall.priced_kernels
+    assert sum(a.measured_us for a in passes.values()) == pytest.approx(qwen.overall.measured_us)
+    assert passes["forward"].kernels == 886 and passes["optimizer"].kernels == 270
+    from atbprof.predict.api import predict_kernels
+
+    table = predict_kernels(load_profile(shared(QWEN), framework=False))[1]
+    of = {name: set() for name in ("forward", "backward", "optimizer")}
+    for op_type, kind in zip(table.column("op_type").to_pylist(), table.column("pass").to_pylist(), strict=True):
+        of[kind].add(op_type)
+    assert not any(t.endswith("Grad") for t in of["forward"]) and "FlashAttentionScoreGrad" in of["backward"]
+    assert "ApplyAdamWV2" in of["optimizer"] and "ApplyAdamWV2" not in of["forward"] | of["backward"]
+    families = dict(qwen.split.families)
+    assert set(families) == {"gemm", "attention", "norm", "rope", "swiglu", "elementwise"}
+    assert families["gemm"].kernels == 336 and families["attention"].kernels == 56
+    assert sum(a.kernels for a in families.values()) == qwen.overall.kernels
+
+
+def test_provenance_names_the_parameters(qwen) -> None:  # type: ignore[no-untyped-def]
+    kinds = {r.op_type: r.provenance for r in qwen.op_types}
+    # GEMMs: the cube rate and MAC/MTE2 overlap fitted on this sample's PMU counters; attention: its scalar
+    # block cycles fitted on the mstt sample; elementwise: the published eager rate
+    assert kinds["MatMulV3"] == "fitted" and kinds["FlashAttentionScore"] == "fitted"
+    assert kinds["Add"] == "published"
+    matmul = next(r for r in qwen.op_types if r.op_type == "MatMulV3")
+    assert matmul.parameters == "efficiency.cube;efficiency.mac_mte2_overlap;static_cost_us.cube"
+    assert set(qwen.provenance_us) == {"published", "fitted"}
+
+
+def test_kernels_file_has_every_kernel(tmp_path: Path) -> None:
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "k.parquet"
+    result = runner.invoke(app, ["predict", str(shared(QWEN)), "--kernels", str(out), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out)
+    doc = json.loads(result.stdout)
+    assert table.num_rows == doc["overall"]["kernels"] + 15  # every kernel, the 15 HCCL ones too
+    assert {"pass", "family", "provenance", "parameters", "measured_ns", "predicted_ns"} <= set(table.column_names)
+    priced = table.filter(table.column("predicted_ns").is_valid())
+    assert priced.column("provenance").null_count == 0
+    again = runner.invoke(app, ["predict", str(shared(QWEN)), "--kernels", str(out)])
+    assert again.exit_code == 3 and "--force" in again.output
+    assert runner.invoke(app, ["predict", str(shared(QWEN)), "--kernels", str(out), "--force"]).exit_code == 0
+    csv_out = tmp_path / "k.csv"
+    assert runner.invoke(app, ["predict", str(shared(QWEN)), "--kernels", str(csv_out)]).exit_code == 0
+    assert csv_out.read_text().startswith('# {"generator":"atbprof"')
+    rows = pcsv.read_csv(csv_out, parse_options=pcsv.ParseOptions(), read_options=pcsv.ReadOptions(skip_rows=1))
+    assert rows.num_rows == table.num_rows
+    mine = tmp_path / "mine.csv"
+    mine.write_text("a,b\n1,2\n")
+    refused = runner.invoke(app, ["predict", str(shared(QWEN)), "--kernels", str(mine), "--force"])
+    assert refused.exit_code == 3 and mine.read_text() == "a,b\n1,2\n"
 
 
 def test_json_contract() -> None:
@@ -57,7 +117,10 @@ def test_json_contract() -> None:
     fields = {"kernels", "priced_kernels", "measured_us", "priced_measured_us", "predicted_us",
               "time_weighted_error", "median_abs_pct_error", "p90_abs_pct_error"}  # fmt: skip
     assert fields | {"priced_fraction"} <= set(doc["overall"])
-    assert all(fields | {"op_type"} <= set(r) for r in doc["op_types"])
+    assert all(fields | {"op_type", "family", "provenance", "parameters"} <= set(r) for r in doc["op_types"])
+    assert set(doc["overall"]["by_pass"]) == {"forward", "backward", "optimizer"}
+    assert all(fields <= set(a) for a in doc["overall"]["by_pass"].values())
+    assert all(fields | {"family"} <= set(f) for f in doc["families"])
     assert all({"op_type", "count", "measured_us", "why"} <= set(u) for u in doc["unpriced"])
     priced = sum(r["priced_measured_us"] for r in doc["op_types"])
     assert priced == pytest.approx(doc["overall"]["priced_measured_us"])
@@ -91,7 +154,7 @@ def test_damaged_fixture_rows_are_reported_not_dropped() -> None:
 def test_spec_out_of_range_names_the_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     text = (Path(__file__).parents[2] / "atbprof/data/devices/910B3.yaml").read_text()
-    bad.write_text(text.replace("  cube: 0.90", "  cube: 7.5"))
+    bad.write_text(text.replace("  cube: 0.98", "  cube: 7.5"))
     result = runner.invoke(app, ["predict", str(shared(QWEN)), "--device", str(bad)])
     assert result.exit_code == 2 and "efficiency.cube" in result.output
 
