@@ -84,9 +84,19 @@ def regular_file(path: Path, limit: int | None = None) -> int:
 def read_bytes(path: Path, limit: int | None = None) -> bytes:
     """All of `path` (a regular file within the cap)."""
     limit = max_input_bytes() if limit is None else limit
-    regular_file(path, limit)
+    size = regular_file(path, limit)
     with open(path, "rb") as fh:
-        data = fh.read(limit + 1)  # a file growing while read stops at the cap too
+        # read(n) reserves n bytes first: ask for what the file holds, not for the cap
+        data = fh.read(size + 1)
+        if len(data) > size:  # the file grew while read: on in bounded steps, stopping at the cap
+            parts, total = [data], len(data)
+            while total <= limit:
+                chunk = fh.read(min(64 << 20, limit + 1 - total))
+                if not chunk:
+                    break
+                parts.append(chunk)
+                total += len(chunk)
+            data = b"".join(parts)
     if len(data) > limit:
         raise too_big(path, len(data), limit, "grew to more than")
     return data
@@ -111,21 +121,43 @@ def read_text(path: Path, limit: int | None = None) -> str:
         ) from None
 
 
+MAX_INFLATE_RATIO = 100
+"""A gzip input inflates to at most this many times its size (real profiles and traces: 7-30x, the shared anchors'
+most compressible 30x); beyond it the data is a gzip bomb or not a profile, refused before it takes the memory."""
+INFLATE_FLOOR_BYTES = 64_000_000
+"""Whatever the ratio, a small gzip file may inflate to this much (a tiny trace of repetitive records)."""
+_INFLATE_CHUNK = 256 << 20  # one call for the usual trace (one call is ~2x faster than chunks joined)
+
+
 def gunzip(raw: bytes, path: Path, limit: int | None = None) -> bytes:
-    """Inflate gzip data (any number of members), refusing output beyond the cap: each member is inflated in one
-    call bounded by what is left of the cap (one call is ~2x faster than chunks joined afterwards)."""
-    limit = max_input_bytes() if limit is None else limit
+    """Inflate gzip data (any number of members) in bounded steps, stopping as soon as the output would pass the
+    input cap or MAX_INFLATE_RATIO x the compressed size (INFLATE_FLOOR_BYTES at least): memory stays bounded by
+    the input's size, not by what a gzip stream claims to hold."""
+    cap = max_input_bytes() if limit is None else limit
+    ratio_cap = max(INFLATE_FLOOR_BYTES, MAX_INFLATE_RATIO * len(raw))
+    bound = min(cap, ratio_cap)
     parts: list[bytes] = []
     size = 0
     data = raw
     try:
         while data:
             inflate = zlib.decompressobj(wbits=31)
-            chunk = inflate.decompress(data, limit - size + 1)
-            size += len(chunk)
-            if size > limit:
-                raise too_big(path, size, limit, "inflates to more than")
-            parts.append(chunk)
+            pending = data
+            while True:
+                chunk = inflate.decompress(pending, min(_INFLATE_CHUNK, bound - size + 1))
+                size += len(chunk)
+                if size > bound:
+                    if bound == cap:
+                        raise too_big(path, size, cap, "inflates to more than")
+                    raise InputError(
+                        f"{path} inflates to more than {MAX_INFLATE_RATIO}x its {len(raw) / 1e6:,.1f} MB (over "
+                        f"{bound / 1e6:,.0f} MB): real profiles compress 7-30x, so this is a gzip bomb or not a "
+                        "profile; if it is real, `gunzip` it and pass the uncompressed file"
+                    )
+                parts.append(chunk)
+                pending = inflate.unconsumed_tail
+                if inflate.eof or (not pending and not chunk):
+                    break
             if not inflate.eof:
                 raise InputError(
                     f"{path}: a damaged or truncated gzip file (the gzip stream is truncated: it ends before its "

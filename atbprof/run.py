@@ -331,7 +331,7 @@ def _input_files(cfg: RunConfig) -> dict[str, dict[str, str]]:
     out = {}
     for key, value in named.items():
         if value:
-            path = Path(value).absolute()
+            path = Path(value).resolve()
             out[key] = {"path": str(path), "sha256": hashlib.sha256(read_bytes(path, 1 << 24)).hexdigest()}
     return out
 

@@ -149,28 +149,32 @@ def load_target(paths: list[Path], top: int = 10) -> Target:
 
 
 def read_run_json(path: Path) -> dict[str, Any]:
-    """A run directory's run.json, checked to be one of ours with a summary."""
-    import orjson
+    """A run directory's run.json, checked to be one of ours with a summary (importers/run_doc.py)."""
+    from atbprof.importers.run_doc import read_run_doc
 
-    from atbprof.importers.ours import RUN_JSON_MAX_BYTES
-    from atbprof.inputs import read_bytes
-
-    try:
-        doc = orjson.loads(read_bytes(path / "run.json", RUN_JSON_MAX_BYTES))
-    except (OSError, orjson.JSONDecodeError) as err:
-        raise InputError(f"{path / 'run.json'}: not a run.json of atbprof ({err}); run `atbprof run` again") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("summary"), dict):
+    if not (path / "run.json").is_file():
+        raise InputError(f"{path / 'run.json'}: no such file; it was not written by `atbprof run`")
+    doc = read_run_doc(path / "run.json")
+    if not isinstance(doc.get("summary"), dict):
         raise InputError(f"{path / 'run.json'}: no summary; it was not written by `atbprof run`")
     return doc
 
 
 def op_groups(ops_path: Path) -> list[dict[str, Any]]:
     """Per op type and phase (rank 0): kernels, FLOPs, HBM bytes and kernel time summed (Arrow group-by)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    cols = ["op_type", "phase", "flops", "hbm_read_bytes", "hbm_write_bytes", "task_dur_ns", "rank"]
-    table = pq.read_table(ops_path, columns=cols)
+    from atbprof.optable.schema import check_times, ops_metadata
+
+    ops_metadata(ops_path)  # a Parquet file of our op schema, else a clear refusal
+    cols = ["op_type", "phase", "flops", "hbm_read_bytes", "hbm_write_bytes", "task_start_ns", "task_dur_ns", "rank"]
+    try:
+        table = pq.read_table(ops_path, columns=cols, page_checksum_verification=True)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{ops_path}: damaged ({err}); re-create the run with `atbprof run`") from None
+    check_times(table, str(ops_path), need_rows=False)
     if table.num_rows and (pc.max(table.column("rank")).as_py() or 0) > 0:
         table = table.filter(pc.equal(table.column("rank"), 0))
     table = table.append_column(
@@ -197,10 +201,11 @@ def op_groups(ops_path: Path) -> list[dict[str, Any]]:
 
 
 def _run_target(path: Path, top: int) -> RunTarget:
-    import pyarrow.parquet as pq
+
+    from atbprof.optable.schema import read_steps
 
     doc = read_run_json(path)
-    steps = pq.read_table(path / "steps.parquet") if (path / "steps.parquet").exists() else None
+    steps = read_steps(path / "steps.parquet") if (path / "steps.parquet").exists() else None
     return RunTarget(path, str(doc.get("name", path.name)), doc, steps, op_groups(path / "ops.parquet"), top)
 
 

@@ -15,10 +15,12 @@ from typing import Any
 import yaml
 
 from atbprof.errors import ConfigError, InputError
-from atbprof.inputs import read_text
+from atbprof.inputs import read_text, regular_file
 
 MAX_YAML_BYTES = 4_000_000
 """A run config is ~1 KB and the largest rules file ~30 KB."""
+MAX_SPEC_YAML_BYTES = 64_000_000
+"""A sweep spec may list its points (100,000 explicit points: ~6 MB)."""
 MAX_DEPTH = 64
 MAX_ALIASES = 1_000
 MAX_EXPANDED_NODES = 200_000
@@ -44,10 +46,13 @@ def _where(source: str, mark: Any) -> str:
 
 
 def check_bounds(text: str, source: str) -> None:
-    """Refuse documents nested too deep, with too many aliases, or that expand to too many nodes."""
+    """Refuse documents nested too deep, with too many aliases, or that expand to too many nodes: more than
+    MAX_EXPANDED_NODES or, for a long document, its length in characters (without aliases a node takes at least a
+    character, so only aliases can pass that: memory stays bounded by the text's size)."""
     stack: list[list[Any]] = []  # [anchor, nodes so far] per open collection
     anchors: dict[str, int] = {}
     total = aliases = 0
+    most = max(MAX_EXPANDED_NODES, len(text))
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             size = 0
@@ -80,10 +85,10 @@ def check_bounds(text: str, source: str) -> None:
             if stack:
                 stack[-1][1] += size
             total += size
-            if total > MAX_EXPANDED_NODES or (stack and stack[-1][1] > MAX_EXPANDED_NODES):
+            if total > most or (stack and stack[-1][1] > most):
                 raise ConfigError(
-                    f"{_where(source, event.start_mark)}: the document expands to more than {MAX_EXPANDED_NODES:,} "
-                    "values (through aliases: a 'billion laughs' document?); write the values out"
+                    f"{_where(source, event.start_mark)}: the document expands to more than {most:,} values "
+                    "(through aliases: a 'billion laughs' document?); write the values out"
                 )
     except yaml.YAMLError as err:
         raise _syntax_error(err, source) from None
@@ -143,10 +148,10 @@ def key_lines(root: yaml.Node | None) -> Lines:
     return lines
 
 
-def parse_yaml(text: str, source: str) -> YamlDoc:
+def parse_yaml(text: str, source: str, max_bytes: int = MAX_YAML_BYTES) -> YamlDoc:
     """The document in `text` (named `source` in messages) and its key lines; ConfigError on any problem."""
-    if len(text) > MAX_YAML_BYTES:
-        raise ConfigError(f"{source}: {len(text):,} characters; a YAML input of atbprof is at most {MAX_YAML_BYTES:,}")
+    if len(text) > max_bytes:
+        raise ConfigError(f"{source}: {len(text):,} characters; this YAML input is at most {max_bytes:,}")
     check_bounds(text, source)
     loader = _StrictLoader(text)
     loader.source = source
@@ -160,14 +165,19 @@ def parse_yaml(text: str, source: str) -> YamlDoc:
     return YamlDoc(data, key_lines(root))
 
 
-def read_yaml(path: str | Path, key: str | None = None) -> YamlDoc:
-    """Parse the YAML file at `path`; messages name the config `key` that points at it, if any."""
+def read_yaml(path: str | Path, key: str | None = None, max_bytes: int = MAX_YAML_BYTES) -> YamlDoc:
+    """Parse the YAML file at `path` (at most `max_bytes`: a fixed bound of the input's kind, not the
+    --max-input-mb cap); messages name the config `key` that points at it, if any."""
     path = Path(path)
+    source = f"{key}: {path}" if key else str(path)
     try:
-        text = read_text(path, MAX_YAML_BYTES)
+        size = regular_file(path, 1 << 62)  # a regular file that exists; its bound is this kind's, below
+        if size > max_bytes:
+            raise ConfigError(f"{source}: {size:,} bytes; this YAML input is at most {max_bytes:,}")
+        text = read_text(path, max_bytes)
     except InputError as err:
         raise ConfigError(f"{key}: {err}" if key else str(err)) from None
-    return parse_yaml(text, f"{key}: {path}" if key else str(path))
+    return parse_yaml(text, source, max_bytes)
 
 
 def load_yaml_file(path: str | Path, key: str) -> Any:

@@ -3,6 +3,7 @@
 
     python scripts/fuzz.py                          # 5,000 configs + 5,000 inputs (about 15-25 min on 2 cores)
     python scripts/fuzz.py --configs 200 --inputs 200 --seed 3
+    python scripts/fuzz.py --configs 0 --inputs 0 --readers 5000   # only the newer commands' inputs
     python scripts/fuzz.py --keep fuzz-failures     # write every crash / hang / wrong acceptance there
 
 Configs: the fixtures, mutated (values replaced by out-of-range, wrongly typed, huge, inf/nan, text; lines dropped,
@@ -10,7 +11,12 @@ duplicated, swapped; bytes inserted, non-UTF-8, truncated; aliases, deep nesting
 `atbprof run` (`--set output.max_ops=2000000` bounds the work of a valid mutation). Inputs: the samples under
 ../shared/anchors and a small run of ours, mutated (bytes flipped, inserted, deleted; truncated; lines duplicated;
 numbers negated, scaled, swapped; gzip re-packed; the GPU serving traces too) and given to `atbprof analyze` (and
-`validate` for JSON traces).
+`validate` for JSON traces). Readers (`--readers N`, the newer commands): a run of ours with a damaged op table,
+steps table or run.json given to `plot`, `report` and `analyze`; a sweep directory with a damaged sweep.parquet or
+sweep.json given to `plot` and `report`; mutated sweep spec files run with `atbprof sweep` (a tiny base, in this
+process); the shared 4-rank Qwen3 cluster with one file mutated given to `analyze`; the Qwen3 kernel_details.csv
+mutated given to `predict` and `calibrate`. A plot or report that succeeds where `analyze` refuses the same run or
+sweep is a wrong acceptance (nothing is drawn from what analyze would refuse).
 
 Outcomes: `ok` (exit 0, and the JSON report is sane: finite numbers, no negative times), `clean error` (exit 1-3,
 one `error:` message on stderr, no traceback; exit 1 only where the command defines it), `crash` (exit 70, any
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import math
 import multiprocessing as mp
 import os
@@ -257,9 +264,119 @@ def input_cases(n: int, seed: int, our_run: Path) -> list[dict[str, Any]]:
     ]
 
 
+READER_KINDS = ("run-reader", "sweep-reader", "sweep-spec", "cluster", "predict")
+CLUSTER = SHARED / "ascend_samples" / "msinsight_qwen3_0.6b_level2_cluster"
+KERNELS = (
+    SHARED / "ascend_samples" / "msinsight_qwen3_0.6b_level2_rank0" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+)
+SPEC_TEXT = (
+    "name: f\nbase: {base}\nset: {{workload.decode_tokens: 2}}\n"
+    "grid: {{workload.batch_size: [1, 2], fusion: [none, default]}}\n"
+    "compare: {{axis: fusion, base: none, new: default, figure: decode_ms_per_token}}\n"
+    "reference: [{{label: claim, at: {{workload.batch_size: 1}}, gain_pct: [5, 15]}}]\n"
+)
+
+
+def reader_cases(n: int, seed: int, our_run: Path, our_sweep: Path) -> list[dict[str, Any]]:
+    rng = random.Random(seed + 2)
+    return [
+        {"kind": kind, "id": f"{kind}-{i}", "seed": rng.getrandbits(64), "base": str(our_run), "sweep": str(our_sweep)}
+        for i, kind in ((i, READER_KINDS[i % len(READER_KINDS)]) for i in range(n))
+    ]
+
+
+def _mutate_json_values(data: bytes, rng: random.Random) -> bytes:
+    """A value of a JSON document replaced by a wrong type, a huge or negative number, NaN-like text."""
+    import orjson
+
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return mutate_bytes(data, rng)
+    nodes: list[tuple[Any, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                nodes.append((node, k))
+                walk(v)
+        elif isinstance(node, list):
+            for k, v in enumerate(node[:50]):
+                nodes.append((node, k))
+                walk(v)
+
+    walk(doc)
+    for _ in range(rng.randint(1, 3)):
+        if not nodes:
+            break
+        parent, key = rng.choice(nodes)
+        parent[key] = rng.choice(
+            ["x", "12.5", -1, 0, 10**20, -(10**20), 1e308, None, [], {}, [1], True, 100_000, "NaN", 2**63]
+        )
+    return json.dumps(doc).encode()  # the stdlib: it writes integers beyond 64 bits as a damaged file may hold them
+
+
+def _dir_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _materialise_reader(case: dict[str, Any], rng: random.Random) -> tuple[dict[str, bytes], list[str]]:
+    kind = case["kind"]
+    if kind == "run-reader":
+        files = {"r/" + k: v for k, v in _dir_files(Path(case["base"])).items()}
+        target = rng.choice(["r/ops.parquet", "r/steps.parquet", "r/run.json"])
+        data = files[target]
+        files[target] = _mutate_json_values(data, rng) if target.endswith(".json") else mutate_bytes(data, rng)
+        command = rng.choice(["plot", "report", "analyze"])
+    elif kind == "sweep-reader":
+        files = {"s/" + k: v for k, v in _dir_files(Path(case["sweep"])).items()}
+        target = rng.choice(["s/sweep.parquet", "s/sweep.json", "s/sweep.json"])
+        data = files[target]
+        files[target] = _mutate_json_values(data, rng) if target.endswith(".json") else mutate_bytes(data, rng)
+        command = rng.choice(["plot", "report"])
+    elif kind == "sweep-spec":
+        text = SPEC_TEXT.format(base=FIXTURES / "tiny-llama.yaml")
+        files = {"spec.yaml": mutate_text(text, rng)}
+        args = ["sweep", "--spec", "{dir}/spec.yaml", "--out", "{dir}/out", "--workers", "0", "--format", "json"]
+        return files, args
+    elif kind == "cluster":
+        files = {"c/" + k: v for k, v in _dir_files(CLUSTER).items() if not k.endswith(("memory_record.csv",))}
+        small = [k for k in files if k.endswith((".json", ".csv")) and "kernel_details" not in k]
+        target = rng.choice(small)
+        data = files[target]
+        pick = rng.random()
+        files[target] = (
+            _mutate_json_values(data, rng)
+            if target.endswith(".json") and pick < 0.6
+            else mutate_numbers(data, rng)
+            if pick < 0.8
+            else mutate_bytes(data, rng)
+        )
+        return files, ["analyze", "{dir}/c", "--format", "json"]
+    else:  # predict
+        data = KERNELS.read_bytes()
+        pick = rng.random()
+        files = {
+            "kernel_details.csv": mutate_numbers(data, rng)
+            if pick < 0.6
+            else mutate_lines(data, rng)
+            if pick < 0.8
+            else mutate_bytes(data, rng)
+        }
+        if rng.random() < 0.2:
+            args = ["calibrate", "{dir}/kernel_details.csv", "--out", "{dir}/spec.yaml", "--no-cross-validate"]
+            return files, [*args, "--format", "json"]
+        return files, ["predict", "{dir}/kernel_details.csv", "--format", "json"]
+    root = "{dir}/" + ("r" if kind == "run-reader" else "s")
+    out = {"plot": ["--out", "{dir}/plots"], "report": ["--out", "{dir}/page.html"], "analyze": ["--format", "json"]}
+    return files, [command, root, *out[command]]
+
+
 def materialise(case: dict[str, Any]) -> tuple[dict[str, bytes], list[str]]:
     """The files and the command of a case descriptor (deterministic in its seed)."""
     rng = random.Random(case["seed"])
+    if case["kind"] in READER_KINDS:
+        return _materialise_reader(case, rng)
     base = Path(case["base"])
     if case["kind"] == "config":
         files = {"cfg.yaml": mutate_text(base.read_text(), rng)}
@@ -312,8 +429,12 @@ def run_case(case: dict[str, Any], timeout: float) -> tuple[str, str, str]:
     files, template = materialise(case)
     with tempfile.TemporaryDirectory(prefix="atbprof-fuzz-") as d:
         for name, data in files.items():
+            Path(d, name).parent.mkdir(parents=True, exist_ok=True)
             Path(d, name).write_bytes(data)
         args = [a.replace("{dir}", d) for a in template]
+        refused_by_analyze = None
+        if args[0] in ("plot", "report"):  # the oracle: what analyze (or the sweep loader) says of the same input
+            refused_by_analyze = _refused(args[1])
         signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, timeout)
         start = time.monotonic()
@@ -330,6 +451,10 @@ def run_case(case: dict[str, Any], timeout: float) -> tuple[str, str, str]:
         return case["id"], "crash", f"{type(result.exception).__name__}: {result.exception}"
     if "Traceback" in err or "Traceback" in result.stdout:
         return case["id"], "crash", err[-400:]
+    if code == 0 and refused_by_analyze:
+        return case["id"], "wrong acceptance", f"{args[0]} drew what is refused: {refused_by_analyze}"
+    if code == 0 and "--format" not in args:
+        return case["id"], "ok", f"{took:.2f} s"
     if code == 0:
         try:
             why = _sane(orjson.loads(result.stdout))
@@ -341,6 +466,28 @@ def run_case(case: dict[str, Any], timeout: float) -> tuple[str, str, str]:
     if validate_fail or (code in (2, 3) and one_message):
         return case["id"], "clean error", err.splitlines()[0][:200] if err else ""
     return case["id"], "crash", f"exit {code}: {err[-400:]}"
+
+
+def _refused(path: str) -> str | None:
+    """Why the reading libraries refuse the run or sweep at `path` (the message), or None when they read it."""
+    from atbprof.errors import AtbprofError
+
+    try:
+        if Path(path, "sweep.json").exists() or Path(path, "sweep.parquet").exists():
+            from atbprof.sweep.api import read_sweep
+
+            read_sweep(Path(path))
+        else:
+            from atbprof.importers.ours import load_run
+            from atbprof.target import read_run_json
+
+            load_run(Path(path))
+            read_run_json(Path(path))
+    except AtbprofError as err:
+        return str(err)[:200]
+    except Exception:  # a crash of the loader is counted by the case itself
+        return None
+    return None
 
 
 def _worker(job: tuple[dict[str, Any], float]) -> tuple[str, str, str]:
@@ -359,10 +506,21 @@ def _our_run(where: Path) -> Path:
     return run_simulation(cfg, where / "tiny").out_dir
 
 
+def _our_sweep(where: Path) -> Path:
+    from atbprof.sweep.api import run_sweep
+
+    out = where / "sweep"
+    spec = where / "spec.yaml"
+    spec.write_text(SPEC_TEXT.format(base=FIXTURES / "tiny-llama.yaml"))
+    run_sweep(config=None, spec_file=spec, grid=[], sets=[], out=out, workers=0)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", type=int, default=5000)
     ap.add_argument("--inputs", type=int, default=5000)
+    ap.add_argument("--readers", type=int, default=0, help="cases for plot, report, sweep, cluster and predict")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds a case may take before it is a hang")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
@@ -371,7 +529,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         ours = _our_run(Path(tmp))
         cases = config_cases(opts.configs, opts.seed) + input_cases(opts.inputs, opts.seed, ours)
-        counts: dict[str, Counter[str]] = {"config": Counter(), "input": Counter()}
+        if opts.readers:
+            cases += reader_cases(opts.readers, opts.seed, ours, _our_sweep(Path(tmp)))
+        counts: dict[str, Counter[str]] = {k: Counter() for k in ("config", "input", *READER_KINDS)}
         failures: list[tuple[dict[str, Any], str, str]] = []
         start = time.monotonic()
         by_id = {c["id"]: c for c in cases}
@@ -386,21 +546,24 @@ def main() -> int:
                     print(f"{outcome}: {cid} ({case['base']}): {detail}", flush=True)
                 if k % 500 == 0:
                     print(f"... {k:,}/{len(cases):,} cases, {time.monotonic() - start:.0f} s", flush=True)
+        if opts.keep and failures:
+            opts.keep.mkdir(parents=True, exist_ok=True)
+            for case, outcome, detail in failures:
+                d = opts.keep / case["id"]
+                d.mkdir(exist_ok=True)
+                files, template = materialise(case)
+                for name, data in files.items():
+                    (d / name).parent.mkdir(parents=True, exist_ok=True)
+                    (d / name).write_bytes(data)
+                (d / "CASE.txt").write_text(f"{outcome}\n{' '.join(template)}\n{case['base']}\n{detail}\n")
     print(f"\n{len(cases):,} cases in {time.monotonic() - start:.0f} s (seed {opts.seed}, {opts.workers} workers)")
-    print(f"{'':8} {'cases':>7} {'ok':>7} {'clean error':>12} {'crash':>6} {'hang':>5} {'wrong acceptance':>17}")
+    print(f"{'':14} {'cases':>7} {'ok':>7} {'clean error':>12} {'crash':>6} {'hang':>5} {'wrong acceptance':>17}")
     for kind, c in counts.items():
         total = sum(c.values())
+        if not total:
+            continue
         row = [c["ok"], c["clean error"], c["crash"], c["hang"], c["wrong acceptance"]]
-        print(f"{kind + 's':8} {total:>7,} {row[0]:>7,} {row[1]:>12,} {row[2]:>6,} {row[3]:>5,} {row[4]:>17,}")
-    if opts.keep and failures:
-        opts.keep.mkdir(parents=True, exist_ok=True)
-        for case, outcome, detail in failures:
-            d = opts.keep / case["id"]
-            d.mkdir(exist_ok=True)
-            files, template = materialise(case)
-            for name, data in files.items():
-                (d / name).write_bytes(data)
-            (d / "CASE.txt").write_text(f"{outcome}\n{' '.join(template)}\n{case['base']}\n{detail}\n")
+        print(f"{kind + 's':14} {total:>7,} {row[0]:>7,} {row[1]:>12,} {row[2]:>6,} {row[3]:>5,} {row[4]:>17,}")
     bad = sum(c["crash"] + c["hang"] for c in counts.values())
     return 1 if bad else 0
 

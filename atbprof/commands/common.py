@@ -134,6 +134,17 @@ def guard(body: object, verbose: bool) -> None:
         kept = getattr(err, "kept", None)  # a sweep keeps the points it finished
         typer.echo(f"interrupted ({signal.Signals(signum).name}); {kept or 'nothing was written'}", err=True)
         raise typer.Exit(128 + signum) from None
+    except MemoryError:
+        # the machine's memory, or a limit set on it (ulimit -v, a container's): the inputs are bounded by their
+        # size (docs/safety.md), so this is the environment's limit, not damage in the input
+        if verbose:
+            traceback.print_exc()
+        typer.echo(
+            "error: out of memory (the machine's, or a limit such as `ulimit -v` or a container's); free memory, "
+            "raise the limit, or give a smaller input",
+            err=True,
+        )
+        raise typer.Exit(2) from None
     except (typer.Exit, typer.Abort):
         raise
     except Exception as err:  # an atbprof bug, not a user error

@@ -94,12 +94,12 @@ def _expand_shorthand(section: str, value: str) -> dict[str, Any]:
 
 def _resolve(base: Path, value: str | None) -> str | None:
     """Paths in a config are relative to the config file when that file exists there, else to the CWD; stored
-    absolute, so run.json means the same file from any directory."""
+    absolute and resolved (no `..`, no symbolic link), so run.json is the same from any directory."""
     if value is None:
         return None
     candidate = base / value
     path = candidate if not Path(value).is_absolute() and candidate.exists() else Path(value)
-    return str(path.absolute()) if path.exists() else value  # a missing file keeps its name for the message
+    return str(path.resolve()) if path.exists() else value  # a missing file keeps its name for the message
 
 
 def translate_atb_fusion_config(

@@ -24,8 +24,7 @@ import pyarrow.parquet as pq
 
 from atbprof.errors import InputError
 from atbprof.importers.device_tasks import MODEL_ID_NONE
-from atbprof.importers.ours import RUN_JSON_MAX_BYTES
-from atbprof.inputs import read_bytes
+from atbprof.importers.run_doc import read_run_doc
 from atbprof.optable.schema import STEPS_SCHEMA, check_times, ops_metadata, read_steps
 
 EPOCH_BASE_NS = 1_735_689_600_000_000_000
@@ -183,12 +182,7 @@ def load_run(run_dir: Path) -> RunSource:
     check_times(times, str(ops_path))
     steps = read_steps(run_dir / "steps.parquet")
     doc_path = run_dir / "run.json"
-    try:
-        doc = orjson.loads(read_bytes(doc_path, RUN_JSON_MAX_BYTES))
-    except orjson.JSONDecodeError as err:
-        raise InputError(f"{doc_path}: not valid JSON ({err}); re-create the run with `atbprof run`") from None
-    if not isinstance(doc, dict):
-        raise InputError(f"{doc_path}: not a run summary (expected a JSON object); re-create it with `atbprof run`")
+    doc = read_run_doc(doc_path)
     parallel = (doc.get("summary") or {}).get("parallel") or {}
     devices = int(parallel.get("devices") or 1) if isinstance(parallel, dict) else 1
     identity = {k: doc.get(k) for k in ("name", "seed", "config")}

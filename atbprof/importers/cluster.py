@@ -24,7 +24,7 @@ import pyarrow as pa
 from atbprof.errors import InputError
 from atbprof.importers.ascend_dirs import PT_OUTPUT, is_ascend_pt
 from atbprof.importers.cluster_comm import json_tables
-from atbprof.importers.cluster_rank import RankPart, _groups, _json, _RankReader, read_rank
+from atbprof.importers.cluster_rank import MAX_RANKS, RankPart, _groups, _RankReader, read_rank
 from atbprof.importers.cluster_tables import (
     RANK_TABLE_SCHEMAS,
     STEP_COLUMNS,
@@ -34,7 +34,8 @@ from atbprof.importers.cluster_tables import (
     map_links,
     sum_bandwidth,
 )
-from atbprof.importers.ours import RUN_JSON_MAX_BYTES, is_run_dir
+from atbprof.importers.ours import is_run_dir
+from atbprof.importers.run_doc import read_run_doc
 
 __all__ = ["STEP_COLUMNS", "Cluster", "RankProfile", "is_cluster", "load_cluster", "rank_dirs"]
 
@@ -55,8 +56,8 @@ def rank_dirs(path: Path) -> list[Path]:
 
 def _run_devices(path: Path) -> int:
     """Devices of a run directory of ours (summary.parallel.devices of run.json; 1 if not recorded)."""
-    doc = _json(path / "run.json", RUN_JSON_MAX_BYTES) if (path / "run.json").is_file() else {}
-    parallel = (doc.get("summary") or {}).get("parallel") if isinstance(doc, dict) else None
+    doc = read_run_doc(path / "run.json") if (path / "run.json").is_file() else {}
+    parallel = (doc.get("summary") or {}).get("parallel")
     return int(parallel.get("devices") or 1) if isinstance(parallel, dict) else 1
 
 
@@ -222,6 +223,7 @@ def _reduce(
             basename_template="part-{i}.parquet",
             existing_data_behavior="overwrite_or_ignore",
             use_threads=False,
+            max_partitions=MAX_RANKS,  # one per rank (Arrow's default stops at 1,024)
         )
     ranks = sorted(ranks, key=lambda r: r.rank)
     return Cluster(path, ranks, steps, ops, bandwidth, matrix, parallel, warnings)
@@ -230,6 +232,8 @@ def _reduce(
 def discover(path: Path) -> list[Path]:
     """The rank directories of a cluster directory, or the reason there are too few (InputError)."""
     dirs = rank_dirs(Path(path))
+    if len(dirs) > MAX_RANKS:
+        raise InputError(f"{path}: {len(dirs):,} rank profiles, more than a cluster has ({MAX_RANKS:,} at most)")
     if len(dirs) < 2:
         raise InputError(
             f"{path}: a cluster needs at least two rank profiles (*_ascend_pt directories), found {len(dirs)}"

@@ -40,6 +40,18 @@ def _json(path: Path, limit: int = 1 << 24) -> Any:
         raise InputError(f"{path}: not valid JSON ({err})") from None
 
 
+MAX_RANKS = 65_536
+"""Ranks of one cluster at most (as a run's devices, config/models.py MAX_DEVICES): a rank id, a group member or a
+rank count beyond it is damage."""
+
+
+def _checked_rank(rank: int, where: str) -> int:
+    """A rank id a real cluster can have: 0 to MAX_RANKS - 1 (a negative or huge one is damage, not a rank)."""
+    if not 0 <= rank < MAX_RANKS:
+        raise InputError(f"{where} = {rank}: not a rank id (expected 0 to {MAX_RANKS - 1})")
+    return rank
+
+
 def _rank_of(d: Path) -> tuple[int, int | None, dict[str, Any]]:
     """(rank id, device id, profiler_metadata) of a rank directory, from its files."""
     meta_path = d / "profiler_metadata.json"
@@ -50,12 +62,12 @@ def _rank_of(d: Path) -> tuple[int, int | None, dict[str, Any]]:
     for info in sorted(d.glob("profiler_info*.json")):
         doc = _json(info)
         value = doc.get("rank_id") if isinstance(doc, dict) else None
-        if value is not None and str(value).lstrip("-").isdigit() and int(value) >= 0:
-            rank = int(value)
+        if value is not None and str(value).lstrip("-").isdigit():
+            rank = _checked_rank(int(value), f"{info}: rank_id")
             break
     args = meta.get("distributed_args")
     if rank is None and isinstance(args, dict) and isinstance(args.get("rank"), int):
-        rank = int(args["rank"])
+        rank = _checked_rank(int(args["rank"]), f"{meta_path}: distributed_args.rank")
     if rank is None:
         raise InputError(
             f"{d}: no rank id (profiler_info_*.json rank_id or profiler_metadata.json distributed_args.rank)"
@@ -72,7 +84,7 @@ def _groups(meta: dict[str, Any], source: Path) -> tuple[dict[str, list[int]], d
     for key, g in info.items():
         if not isinstance(g, dict) or not isinstance(g.get("global_ranks"), list):
             continue
-        ranks = [int(r) for r in g["global_ranks"] if isinstance(r, int)]
+        ranks = [int(r) for r in g["global_ranks"] if isinstance(r, int) and 0 <= r < MAX_RANKS]
         name = str(g.get("group_name", ""))
         groups.setdefault(name, ranks)
         communicators[communicator_name(str(key))] = ranks

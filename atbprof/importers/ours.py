@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.errors import InputError
 from atbprof.importers.base import STEP_FRAMES_SCHEMA, Profile
 from atbprof.importers.guard import importer
-from atbprof.inputs import read_bytes
+from atbprof.importers.run_doc import RUN_JSON_MAX_BYTES, read_run_doc
 from atbprof.optable.schema import read_ops, read_steps
 
-RUN_JSON_MAX_BYTES = 256 << 20  # a run.json is a few KB (a numerics report adds some): anything near this is not one
+__all__ = ["RUN_JSON_MAX_BYTES", "is_run_dir", "load_run"]
 
 
 def is_run_dir(path: Path) -> bool:
@@ -26,17 +25,7 @@ def load_run(path: Path, rank: int | None = None) -> Profile:
     """A run directory as a profile: rank 0 of a multi-device run (with a warning), or `rank`'s tasks."""
     ops = read_ops(path / "ops.parquet", need_rows=True)  # a run has ops: an empty table was damaged
     steps = read_steps(path / "steps.parquet") if (path / "steps.parquet").exists() else None
-    meta: dict[str, object] = {}
-    if (path / "run.json").exists():
-        try:
-            doc = orjson.loads(read_bytes(path / "run.json", RUN_JSON_MAX_BYTES))
-        except orjson.JSONDecodeError as err:
-            raise InputError(
-                f"{path / 'run.json'}: not valid JSON ({err}); re-create the run with `atbprof run`"
-            ) from None
-        if not isinstance(doc, dict):
-            raise InputError(f"{path / 'run.json'}: not a run summary (a JSON object); re-create the run")
-        meta = doc
+    meta: dict[str, object] = read_run_doc(path / "run.json") if (path / "run.json").exists() else {}
     meta.setdefault("origin_ns", 0)  # a run's times are relative to its own start already
     ops = _rank_zero(ops, meta) if rank is None else ops.filter(pc.equal(ops.column("rank"), rank))
     if not ops.num_rows:

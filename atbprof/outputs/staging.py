@@ -147,6 +147,13 @@ def _swap_in(tmp: Path, final: Path, before_replace: Callable[[], object] | None
         shutil.rmtree(aside, ignore_errors=True)
 
 
+def name_the_output(err: BaseException, final: Path) -> None:
+    """An OS error raised while an output was written (a full disk: a write() knows no file name) names that
+    output, so the message says what could not be written rather than blaming standard output."""
+    if isinstance(err, OSError) and err.filename is None:
+        err.filename = str(final)
+
+
 @contextmanager
 def staged_dir(final: Path, kind: OutputKind, before_replace: Callable[[], object] | None = None) -> Iterator[Path]:
     """A temp directory beside `final`; when the block succeeds it gets the atbprof marker and replaces `final`
@@ -167,9 +174,10 @@ def staged_dir(final: Path, kind: OutputKind, before_replace: Callable[[], objec
         for d in (tmp, *(p for p in tmp.rglob("*") if p.is_dir())):
             d.chmod(0o755)  # mkdtemp makes it private; an output is an ordinary directory
         _swap_in(tmp, final, before_replace)
-    except BaseException:
+    except BaseException as err:
         held.release()
         shutil.rmtree(tmp, ignore_errors=True)
+        name_the_output(err, final)
         raise
 
 
@@ -194,7 +202,8 @@ def staged_file(final: Path, before_replace: Callable[[], object] | None = None)
         if before_replace is not None and os.path.lexists(final):
             before_replace()
         os.replace(tmp, final)
-    except BaseException:
+    except BaseException as err:
         held.release()
         tmp.unlink(missing_ok=True)
+        name_the_output(err, final)
         raise

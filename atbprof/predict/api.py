@@ -15,10 +15,35 @@ from atbprof.predict.report import PREDICT_SCHEMA_VERSION, DeviceChoice, Predict
 __all__ = ["PREDICT_SCHEMA_VERSION", "PredictReport", "check_priceable", "predict_kernels", "predict_profile"]
 
 
+MAX_BLOCK_DIM = 65_535
+"""A Block Dim beyond this (msprof records it in 16 bits; an NPU has tens of cores) is damage."""
+
+
 def check_priceable(profile: Profile) -> None:
-    """Refuse a profile with nothing to price (no kernels, or no shapes), naming the fix."""
+    """Refuse a profile with nothing to price (no kernels, no shapes, no measured time) or with Block Dims no
+    kernel has, naming the fix."""
     if profile.ops.num_rows == 0:
         raise InputError(f"{profile.source}: the profile has no device kernels to price")
+    ops = profile.ops
+    block_dim = ops.column("block_dim")
+    low = pc.less(block_dim, 0)
+    if pc.any(low).as_py():
+        row = pc.index(low, True).as_py()
+        raise InputError(
+            f"{profile.source}: kernel {row + 1} ({ops.column('op_name')[row].as_py()}) has Block Dim "
+            f"{block_dim[row].as_py()}: a kernel runs on at least one core; the profile is damaged"
+        )
+    big = pc.greater(block_dim, MAX_BLOCK_DIM)
+    if pc.any(big).as_py():
+        row = pc.index(big, True).as_py()
+        raise InputError(
+            f"{profile.source}: kernel {row + 1} ({ops.column('op_name')[row].as_py()}) has Block Dim "
+            f"{block_dim[row].as_py()}, more than any NPU's cores ({MAX_BLOCK_DIM} at most); the profile is damaged"
+        )
+    if not pc.any(pc.greater(ops.column("task_dur_ns"), 0)).as_py():
+        raise InputError(
+            f"{profile.source}: every kernel's duration is 0: nothing was measured to compare the model with"
+        )
     if pc.all(pc.is_null(profile.ops.column("input_shapes"))).as_py():
         raise InputError(
             f"{profile.source}: no kernel has Input Shapes, so none can be priced; capture with "

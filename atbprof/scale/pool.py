@@ -70,9 +70,47 @@ def _windowed(submit: Callable[[T], Any], result: Callable[[Any], R], todo: list
 _END = object()
 
 
+def _parent_gone(pid: int) -> bool:
+    """The process `pid` has exited (a zombie its own parent has not reaped yet counts as exited)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+        return state in (b"Z", b"X")
+    except FileNotFoundError:
+        return True
+    except (OSError, IndexError):  # no /proc: ask the kernel whether the pid exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False
+        return False
+
+
+def _die_with(pid: int) -> None:
+    """A pool worker's initializer: a daemon thread ends the worker when the process that made the pool is gone,
+    however it went (SIGKILL included: nothing of it runs to shut the pool down). Without it the workers -
+    children of the forkserver, not of that process - run on, holding the caller's stdout and stderr open."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while not _parent_gone(pid):
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="atbprof-parent-watch", daemon=True).start()
+
+
+PARENT_POLL_S = 0.5
+
+
 def _pool_map(fn: Callable[[T], R], todo: list[T], n: int) -> Iterator[R]:
     # forkserver: a fork of this process would copy its threads' locks (pyarrow's pools) mid-use
-    with ProcessPoolExecutor(max_workers=n, mp_context=get_context("forkserver")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=n, mp_context=get_context("forkserver"), initializer=_die_with, initargs=(os.getpid(),)
+    ) as pool:
 
         def result(f: Future[R]) -> R:
             return f.result()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, model_validator
 
 from atbprof.device.collectives import collective_ns, transit_bytes
 from atbprof.graph.expr import basis_values
@@ -17,14 +17,21 @@ if TYPE_CHECKING:
 
 
 class Deployment(BaseModel):
-    tp: int
-    pp: int
-    dp: int
-    devices: int
-    microbatches: int = 1
-    stage_layers: list[int] = []  # decoder layers per pipeline stage
+    # bounded as a config is (config/models.py): a run.json read back holds what a run can have, nothing more
+    tp: int = Field(ge=1, le=1024)
+    pp: int = Field(ge=1, le=1024)
+    dp: int = Field(ge=1, le=65_536)
+    devices: int = Field(ge=1, le=65_536)
+    microbatches: int = Field(default=1, ge=1, le=1 << 20)
+    stage_layers: list[int] = Field(default=[], max_length=1024)  # decoder layers per pipeline stage
     transport: str  # the tensor-parallel group's slowest link (HCCS, PCIE, RDMA), "" on one card
     algorithm: str  # HCCL's algorithm per level, e.g. "mesh" or "ring+halving_doubling"
+
+    @model_validator(mode="after")
+    def _devices(self) -> Deployment:
+        if self.devices != self.tp * self.pp * self.dp:
+            raise ValueError(f"devices = {self.devices} is not tp x pp x dp = {self.tp * self.pp * self.dp}")
+        return self
 
 
 class CollectiveUse(BaseModel):

@@ -50,30 +50,38 @@ def run_sweep(
     out = Path(out) if out is not None else Path("sweeps") / spec.name
     inputs = [Path(spec.base), *([spec_file] if spec_file else [])]
     digest = spec.digest()
-    done_before = _finished(out, digest, force)
+    done_before = _finished(out, digest, force, keep_runs)
     if done_before is not None:
         return done_before
     target = check_output_dir(out, "sweep", force=force, inputs=inputs)
     n = len(spec.points)
     # kept runs are part of the work: a sweep resumed with --keep-runs must not lack the runs of its earlier points
     with open_progress(target, digest + ("+runs" if keep_runs else ""), n, force) as progress:
-        done = progress.done()
+        done = progress.done(with_runs=keep_runs)
         resumed = len(done)
         todo = [
-            PointTask(i, spec.base, tuple(spec.overrides(i)), str(progress.run_dir(i)) if keep_runs else None)
+            PointTask(
+                i,
+                spec.base,
+                tuple(spec.overrides(i)),
+                str(progress.run_dir(i)) if keep_runs else None,
+                None if ray is not None else str(progress.point_file(i)),
+            )
             for i in range(n)
             if i not in done
         ]
         try:
             for outcomes in map_ordered(run_points, chunks(spec, todo, workers), workers=workers, ray=ray):
                 for outcome in outcomes:
-                    progress.record(outcome)
+                    if ray is not None:  # a Ray task may run where the progress directory is not: kept here
+                        progress.record(outcome)
                     done[outcome["point"]] = outcome
                 if on_point is not None:
                     on_point(len(done), n)
         except KeyboardInterrupt as err:
+            kept = len(progress.done(with_runs=keep_runs))  # the workers keep their points as they finish
             err.kept = (  # type: ignore[attr-defined]
-                f"{len(done)} of {n} points are kept in {progress.root}; run the same command again to go on"
+                f"{kept} of {n} points are kept in {progress.root}; run the same command again to go on"
             )
             raise
         outcomes = [done[i] for i in range(n)]
@@ -84,12 +92,23 @@ def run_sweep(
         def recheck() -> None:
             check_output_dir(out, "sweep", force=force, inputs=inputs)
 
-        with staged_dir(target, "sweep", recheck) as tmp:
-            files = write_sweep(tmp, result, keep_runs and progress.root / "runs", shown_as=target)
+        try:
+            with staged_dir(target, "sweep", recheck) as tmp:
+                files = write_sweep(tmp, result, keep_runs and progress.root / "runs", shown_as=target)
+        except KeyboardInterrupt as err:
+            err.kept = (  # type: ignore[attr-defined]
+                f"all {n} points are kept in {progress.root} (the sweep's directory was not written); run the "
+                "same command again to write it"
+            )
+            raise
         report.files = files
-        progress.remove()
+        progress.remove()  # only now: the output holds everything it had
     return result
 
+
+CHUNK_MAX = 64
+"""Points of one chunk at most: a worker reuses its model graph within a chunk (a summary-only point takes ~20 ms),
+and each point is kept as it finishes (sweep/point.py), so the chunk size bounds only the balance of the pool."""
 
 STRUCTURE_FREE = ("workload.", "seed", "execution.jitter", "output.")
 """Keys that change no model graph, fusion or device: points differing only in them share a chunk."""
@@ -100,8 +119,8 @@ def chunks(spec: SweepSpec, todo: list[Any], workers: int | None) -> list[tuple[
     builds them once), each group cut to at most a quarter of the points per worker (the pool stays balanced)."""
     from atbprof.scale.pool import default_workers
 
-    n = max(1, workers if workers else default_workers())
-    cap = max(8, -(-len(todo) // (4 * n)))
+    n = max(1, default_workers() if workers is None else workers)  # --workers 0: this process, one worker
+    cap = min(CHUNK_MAX, max(8, -(-len(todo) // (4 * n))))
     groups: dict[tuple[tuple[str, str], ...], list[Any]] = {}
     for task in todo:
         point = spec.points[task.index]
@@ -110,15 +129,20 @@ def chunks(spec: SweepSpec, todo: list[Any], workers: int | None) -> list[tuple[
     return [tuple(g[i : i + cap]) for g in groups.values() for i in range(0, len(g), cap)]
 
 
-def _finished(out: Path, digest: str, force: bool) -> SweepResult | None:
-    """A finished sweep of the same digest at `out` (nothing to run: its result); another sweep there: exit 2
-    unless --force (then it is replaced, as any output of ours)."""
+def _finished(out: Path, digest: str, force: bool, keep_runs: bool = False) -> SweepResult | None:
+    """A finished sweep of the same digest at `out` (nothing to run: its result); another sweep there, or this one
+    without the runs --keep-runs asks for: exit 2 unless --force (then it is replaced, as any output of ours)."""
     from atbprof.outputs.ownership import read_marker
 
     marker = read_marker(out) if out.is_dir() else None
     if force or marker is None or marker.get("kind") != "sweep" or not is_sweep_dir(out):
         return None
     done = read_sweep(out)
+    if done.report.digest == digest and keep_runs and not (out / "runs").is_dir():
+        raise InputError(
+            f"--out {out} holds this sweep, finished without its runs; --keep-runs needs every point run again: "
+            "pass --force to replace it, or choose another --out"
+        )
     if done.report.digest == digest:
         done.report.notes.append(f"{out} already holds this sweep, complete: nothing was run (--force runs it again)")
         return done
@@ -192,8 +216,20 @@ def write_sweep(root: Path, result: SweepResult, runs: Path | bool, shown_as: Pa
     page = Page("sweep", result.spec.name, [shown], plots, sections(page_report))
     (root / "report.html").write_bytes(report_page(page))
     if isinstance(runs, Path) and runs.is_dir():
-        shutil.move(str(runs), str(root / "runs"))
+        # linked, not moved: the progress directory keeps its runs until the new output is in place, so an
+        # interrupt while this directory is staged (and then removed) loses none of them
+        shutil.copytree(runs, root / "runs", copy_function=_link_or_copy)
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    import os
+    import shutil
+
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system, or links not allowed: a copy
+        shutil.copy2(src, dst)
 
 
 def read_sweep(path: Path) -> SweepResult:
@@ -209,7 +245,10 @@ def read_sweep(path: Path) -> SweepResult:
         report.files = sorted(
             p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file() and p.name[0] != "."
         )
-        table = pq.read_table(path / "sweep.parquet")
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        table = pq.read_table(path / "sweep.parquet", page_checksum_verification=True)
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, pa.ArrowException) as err:
         raise InputError(f"{path}: not a sweep directory atbprof wrote ({err}); run `atbprof sweep` again") from None
+    from atbprof.sweep.table import check_sweep_table
+
+    check_sweep_table(table, spec, str(path / "sweep.parquet"))
     return SweepResult(spec, report, table)

@@ -21,12 +21,22 @@ class PointTask:
     base: str
     overrides: tuple[str, ...]
     run_dir: str | None = None  # --keep-runs: the whole run goes here
+    record_to: str | None = None  # the progress file this point's outcome is kept in as soon as it finishes
 
 
 def run_points(tasks: tuple[PointTask, ...]) -> list[dict[str, Any]]:
     """A chunk of points, in order, in one worker (a chunk shares its model graph, fusion and device: the worker
-    builds them once for all its points)."""
-    return [run_point(t) for t in tasks]
+    builds them once for all its points); each point's outcome is kept in its progress file as it finishes, so an
+    interrupted sweep loses at most the points that were running."""
+    from atbprof.sweep.progress import record_outcome
+
+    outcomes = []
+    for task in tasks:
+        outcome = run_point(task)
+        if task.record_to is not None:
+            record_outcome(Path(task.record_to), outcome)
+        outcomes.append(outcome)
+    return outcomes
 
 
 def run_point(task: PointTask) -> dict[str, Any]:

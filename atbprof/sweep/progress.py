@@ -40,7 +40,12 @@ def _read(path: Path) -> dict[str, Any] | None:
 def open_progress(out: Path, digest: str, points: int, force: bool) -> Iterator[Progress]:
     """The progress directory of the sweep writing `out`, made or resumed (locked while the block runs)."""
     d = progress_dir(out)
-    if d.exists() or d.is_symlink():
+    if d.is_symlink():
+        raise InputError(
+            f"{d} is a symbolic link; a sweep keeps its progress in a directory it makes beside --out: remove the "
+            "link, or choose another --out"
+        )
+    if d.exists():
         doc = _read(d / PROGRESS)
         if doc is None or doc.get("kind") != "sweep-progress":
             raise InputError(
@@ -85,24 +90,44 @@ def _done_files(d: Path) -> list[Path]:
     return sorted((d / "points").glob("*.json"))
 
 
+def record_outcome(path: Path, outcome: dict[str, Any]) -> None:
+    """One point's outcome, written whole (temp file + rename): a sweep resumed later trusts it."""
+    doc = {"generator": "atbprof", "outcome": outcome}
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS))
+
+
 class Progress:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def done(self) -> dict[int, dict[str, Any]]:
-        """The points already done (index -> outcome); a damaged file is not done (it runs again)."""
+    def done(self, with_runs: bool = False) -> dict[int, dict[str, Any]]:
+        """The points already done (index -> outcome); a damaged file is not done (it runs again), nor, with
+        `with_runs`, a point that ran but whose kept run is not there whole (it runs again)."""
         out: dict[int, dict[str, Any]] = {}
         for f in _done_files(self.root):
             doc = _read(f)
             if doc is not None and isinstance(doc.get("outcome"), dict):
-                with contextlib.suppress(ValueError):
-                    out[int(f.stem)] = doc["outcome"]
+                with contextlib.suppress(ValueError, TypeError):
+                    index = int(f.stem)
+                    if index != doc["outcome"].get("point"):
+                        continue  # a file renamed by hand: not trusted
+                    if with_runs and doc["outcome"].get("summary") is not None and not self._run_whole(index):
+                        continue
+                    out[index] = doc["outcome"]
         return out
 
+    def _run_whole(self, index: int) -> bool:
+        from atbprof.outputs.ownership import read_marker
+
+        run = self.run_dir(index)
+        return run.is_dir() and read_marker(run) is not None and (run / "run.json").is_file()
+
     def record(self, outcome: dict[str, Any]) -> None:
-        doc = {"generator": "atbprof", "outcome": outcome}
-        with atomic_path(self.root / "points" / f"{int(outcome['point']):07d}.json") as tmp:
-            tmp.write_bytes(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS))
+        record_outcome(self.point_file(int(outcome["point"])), outcome)
+
+    def point_file(self, index: int) -> Path:
+        return self.root / "points" / f"{index:07d}.json"
 
     def run_dir(self, index: int) -> Path:
         return self.root / "runs" / f"point-{index:04d}"

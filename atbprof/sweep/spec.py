@@ -13,15 +13,15 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from atbprof.config.loader import load_config, parse_overrides
 from atbprof.config.models import RunConfig
 from atbprof.errors import ConfigError, UsageError
-from atbprof.yamlio import YamlSyntaxError, parse_yaml, read_yaml
+from atbprof.yamlio import MAX_SPEC_YAML_BYTES, YamlSyntaxError, parse_yaml, read_yaml
 
 MAX_POINTS = 100_000
 MAX_AXES = 16
@@ -34,7 +34,7 @@ key, wrong type, out of range), it is wrong for every point."""
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Compare(_M):
@@ -46,12 +46,22 @@ class Compare(_M):
     figure: str = Field(default="decode_ms_per_token", description="a sweep.parquet column; lower is better")
 
 
+GainPct = Annotated[float, Field(ge=-1000, le=100, allow_inf_nan=False)]
+"""A gain in % of the base figure: at most 100 (all of it saved); a slowdown is negative."""
+
+
 class Reference(_M):
     """A published claim drawn beside the sweep's figures (seed 000: '~15 % at batch 1, prompt 512')."""
 
     label: str = Field(max_length=200)
     at: dict[str, Any] = Field(description="the swept keys and values the claim is about")
-    gain_pct: float | tuple[float, float] = Field(description="the claimed gain, or its range")
+    gain_pct: GainPct | tuple[GainPct, GainPct] = Field(description="the claimed gain, or its range (low, high)")
+
+    @model_validator(mode="after")
+    def _range(self) -> Reference:
+        if isinstance(self.gain_pct, tuple) and self.gain_pct[0] > self.gain_pct[1]:
+            raise ValueError(f"gain_pct {list(self.gain_pct)}: a range is [low, high]; write it low first")
+        return self
 
 
 class SweepFile(_M):
@@ -174,7 +184,7 @@ def parse_grid(items: list[str]) -> dict[str, list[Any]]:
 
 
 def load_sweep_file(path: Path) -> SweepFile:
-    doc = read_yaml(path)
+    doc = read_yaml(path, max_bytes=MAX_SPEC_YAML_BYTES)
     if not isinstance(doc.data, dict):
         raise ConfigError(f"{path}: a sweep file is a mapping with base, set, grid, zip, points, compare, reference")
     try:
@@ -216,7 +226,7 @@ def _points(
 ) -> list[dict[str, Any]]:
     factors: list[list[dict[str, Any]]] = [[{k: v} for v in values] for k, values in grid.items()]
     factors += [[dict(zip(g, row, strict=True)) for row in zip(*g.values(), strict=True)] for g in zipped if g]
-    total = 1
+    total = 1 if factors else 0  # no swept key: only the explicit points
     for f in factors:
         total *= len(f)
     if total + len(explicit) > MAX_POINTS:
@@ -350,6 +360,13 @@ def _check_values(
 def _check_compare(compare: Compare | None, axes: list[Axis], where: str) -> None:
     if compare is None:
         return
+    from atbprof.sweep.figures import NUMERIC_FIGURES as numeric
+
+    if compare.figure not in numeric:
+        raise UsageError(
+            f"{where} compare.figure {compare.figure}: not a figure of sweep.parquet (one of {', '.join(numeric[:6])}, "
+            "..., memory.total_gb: see docs/sweeps.md)"
+        )
     axis = next((a for a in axes if a.key == compare.axis), None)
     if axis is None:
         raise UsageError(f"{where} compare.axis {compare.axis}: not a swept key ({', '.join(a.key for a in axes)})")

@@ -14,50 +14,13 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from atbprof.sweep.figures import FIGURES
 from atbprof.sweep.spec import SweepSpec
+
+__all__ = ["FIGURES", "SWEEP_SCHEMA_VERSION", "check_sweep_table", "sweep_table"]
 
 SWEEP_SCHEMA_VERSION = "1"
 
-FIGURES: list[tuple[str, pa.DataType, str]] = [
-    ("ttft_ms", pa.float64(), "time to first token (prefill), ms"),
-    ("decode_ms_per_token", pa.float64(), "mean decode step wall time, ms"),
-    ("tokens_per_s", pa.float64(), "decode throughput of the batch"),
-    ("norm_ms_per_token", pa.float64(), "norm-related time per token (kernels + their launches), ms"),
-    ("norm_kernel_ms_per_token", pa.float64(), "norm kernels per token, ms"),
-    ("norm_launch_ms_per_token", pa.float64(), "norm launches per token, ms"),
-    ("device_busy_fraction", pa.float64(), "device busy / wall time"),
-    ("host_bound_fraction", pa.float64(), "share of the decode step the device waits for the host"),
-    ("hbm_floor_ms_per_token", pa.float64(), "weights + KV cache / HBM bandwidth, ms"),
-    ("communication_ms_per_token", pa.float64(), "rank 0's collectives per decode step, ms"),
-    ("communication_share", pa.float64(), "of rank 0's decode step"),
-    ("ops_total", pa.int64(), "kernels in the run (every rank)"),
-    ("ops_per_decode_step", pa.int64(), "kernels per decode step (rank 0)"),
-    ("decode_steps", pa.int64(), "decode steps simulated"),
-    ("devices", pa.int64(), "devices of the deployment (tp x pp x dp)"),
-    ("breakdown_ms_per_token.attention", pa.float64(), "seed 000's rows: attention with its norm, ms/token"),
-    ("breakdown_ms_per_token.ffn", pa.float64(), "FFN with its norm, ms/token"),
-    ("breakdown_ms_per_token.other", pa.float64(), "everything else, ms/token"),
-    ("ttft_breakdown_ms.attention", pa.float64(), "prefill attention, ms"),
-    ("ttft_breakdown_ms.ffn", pa.float64(), "prefill FFN, ms"),
-    ("ttft_breakdown_ms.other", pa.float64(), "prefill other, ms"),
-    ("bound_ms_per_token.compute", pa.float64(), "decode time in compute-bound kernels, ms/token"),
-    ("bound_ms_per_token.memory", pa.float64(), "in memory-bound kernels, ms/token"),
-    ("bound_ms_per_token.launch", pa.float64(), "in launch-bound kernels, ms/token"),
-    ("bound_ms_per_token.communication", pa.float64(), "in collectives, ms/token"),
-    ("memory.weights_gb", pa.float64(), "per device, GB"),
-    ("memory.kv_cache_gb", pa.float64(), "at the largest context reached, GB"),
-    ("memory.activations_gb", pa.float64(), "peak activations, GB"),
-    ("memory.workspace_gb", pa.float64(), "kernel workspace, GB"),
-    ("memory.communication_gb", pa.float64(), "HCCL buffers, GB"),
-    ("memory.total_gb", pa.float64(), "GB"),
-    ("memory.capacity_gb", pa.float64(), "the device's HBM, GB"),
-    ("memory.max_batch_that_fits", pa.int64(), "at this context"),
-    ("memory.max_context_that_fits", pa.int64(), "at this batch"),
-    ("memory.devices_needed", pa.int64(), "devices the weights and KV cache need"),
-    ("near_misses", pa.int64(), "fusion rules that almost fired (count)"),
-    ("fusion_disabled", pa.list_(pa.string()), "rules switched off for this point, 'rule: why'"),
-]
-"""The figures of a point, in column order (after point, the swept keys, fits and error)."""
 
 _KINDS = {bool: pa.bool_(), int: pa.int64(), float: pa.float64()}
 
@@ -145,3 +108,35 @@ def sweep_table(spec: SweepSpec, outcomes: list[dict[str, Any]]) -> pa.Table:
     meta = {"atbprof.table": "sweep", "atbprof.schema_version": SWEEP_SCHEMA_VERSION}
     schema = pa.schema(fields, metadata=meta)
     return pa.table([cols[f.name] for f in schema], schema=schema)
+
+
+def check_sweep_table(table: pa.Table, spec: SweepSpec, source: str) -> None:
+    """A sweep.parquet as `sweep_table` writes it for `spec`: its columns and types, one row per point in order,
+    no NaN or infinite figure; else InputError naming the file and what is wrong (nothing is drawn from it)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from atbprof.errors import InputError
+
+    def bad(why: str) -> InputError:
+        return InputError(f"{source}: {why}; it is not the sweep.parquet atbprof wrote: run `atbprof sweep` again")
+
+    want = [("point", pa.int32()), ("fits", pa.bool_()), ("error", pa.string())] + [(n, t) for n, t, _ in FIGURES]
+    for name, typ in want:
+        if name not in table.column_names:
+            raise bad(f"no column {name}")
+        if not table.schema.field(name).type.equals(typ):
+            raise bad(f"column {name} is {table.schema.field(name).type}, expected {typ}")
+    missing = [k for k in spec.swept_keys() if k not in table.column_names]
+    if missing:
+        raise bad(f"no column for the swept key {missing[0]}")
+    if table.num_rows != len(spec.points):
+        raise bad(f"{table.num_rows} rows for a sweep of {len(spec.points)} points")
+    points = table.column("point").to_numpy(zero_copy_only=False)
+    if not np.array_equal(points, np.arange(len(spec.points))):
+        raise bad("its rows are not the points 0..N-1 in order")
+    for name, typ, _ in FIGURES:
+        if typ == pa.float64():
+            col = table.column(name)
+            if pc.any(pc.invert(pc.is_finite(col.drop_null()))).as_py():
+                raise bad(f"column {name} holds NaN or an infinite value")

@@ -95,8 +95,10 @@ def atomic_path(final: Path) -> Iterator[Path]:
         yield Path(tmp)
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; the final file is an ordinary file
         os.replace(tmp, final)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:  # a write() of a full disk: name the file
+            err.filename = str(final)
         raise
 
 

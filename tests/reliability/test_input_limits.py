@@ -179,3 +179,84 @@ def test_long_names_and_full_disks_are_user_errors(tmp_path: Path) -> None:
             [*cmd, "--out", str(tmp_path / "j"), "--format", "json"], stdout=full, stderr=subprocess.PIPE, timeout=120
         )
     assert proc.returncode == 2 and b"cannot write to standard output: No space left on device" in proc.stderr
+
+
+def _disk_full(*a: object, **kw: object) -> bytes:
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")  # as write() raises it: no file name
+
+
+def test_a_full_disk_names_the_output_it_could_not_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write() on a full disk knows no file name: the message names the output being written (not standard
+    output), and what was there before is untouched."""
+    import atbprof.outputs.staging as staging
+    from tests.reliability.conftest import snapshot
+
+    run = tmp_path / "r"
+    assert cli("run", "--config", TINY, "--out", run).exit_code == 0
+    before = snapshot(run)
+    monkeypatch.setattr(staging, "marker_bytes", _disk_full)
+    err = one_error(cli("run", "--config", TINY, "--out", run, "--force"))
+    assert f"error: {run}: No space left on device; free some space" in err and "standard output" not in err
+    assert snapshot(run) == before
+    monkeypatch.undo()
+    page = tmp_path / "page.html"
+    monkeypatch.setattr(Path, "write_bytes", _disk_full)
+    err = one_error(cli("report", run, "--out", page))
+    assert f"error: {page}: No space left on device" in err and not page.exists()
+
+
+def _bomb(path: Path, gigabytes: int) -> Path:
+    import zlib
+
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b" " * (64 << 20)
+    with open(path, "wb") as fh:
+        fh.write(c.compress(b"["))
+        for _ in range(gigabytes * 16):
+            fh.write(c.compress(block))
+        fh.write(c.compress(b"]") + c.flush())
+    return path
+
+
+def test_a_gzip_bomb_is_refused_within_memory_bounded_by_its_size(tmp_path: Path) -> None:
+    """A 1 MB gzip that inflates to 1 GB (1,000x; real profiles compress 7-30x) stops at 100x its size, under an
+    address-space limit a full inflate could never fit in, exit 2: memory follows the input's size, not what the
+    gzip stream claims to hold."""
+    import resource
+
+    bomb = _bomb(tmp_path / "trace.json.gz", 1)
+    assert bomb.stat().st_size < 1_200_000
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2_500_000_000, 2_500_000_000))  # the full inflate: 1 GB more
+
+    cmd = [sys.executable, "-c", "from atbprof.commands import main; main()", "analyze", str(bomb)]
+    proc = subprocess.run(cmd, capture_output=True, timeout=120, preexec_fn=limit)
+    assert proc.returncode == 2, proc.stderr.decode()
+    assert b"inflates to more than 100x its 1.0 MB" in proc.stderr and b"gzip bomb" in proc.stderr
+
+
+def test_the_documented_100000_explicit_sweep_points_can_be_given(tmp_path: Path) -> None:
+    """A sweep file with 100,000 points (~6 MB, over a run config's 4 MB) is read; one over its own bound is refused
+    naming that bound, not a knob that does not apply to it."""
+    from atbprof.sweep.spec import build_spec
+    from atbprof.yamlio import MAX_SPEC_YAML_BYTES
+
+    lines = ["name: big", f"base: {TINY}", "points:"]
+    lines += [f"  - {{workload.batch_size: {1 + i % 100}, workload.prompt_len: {16 + i // 100}}}" for i in range(100_000)]
+    spec_file = tmp_path / "big.yaml"
+    spec_file.write_text("\n".join(lines) + "\n")
+    assert spec_file.stat().st_size > 4_000_000
+    assert len(build_spec(None, spec_file, [], []).points) == 100_000
+    huge = tmp_path / "huge.yaml"
+    with open(huge, "wb") as fh:
+        fh.truncate(MAX_SPEC_YAML_BYTES + 1)
+    err = one_error(cli("sweep", "--spec", huge, "--out", tmp_path / "s"))
+    assert f"this YAML input is at most {MAX_SPEC_YAML_BYTES:,}" in err and "--max-input-mb" not in err
+    config = tmp_path / "cfg.yaml"
+    with open(config, "wb") as fh:
+        fh.truncate(4_000_001)
+    err = one_error(cli("run", "--config", config))
+    assert "this YAML input is at most 4,000,000" in err and "--max-input-mb" not in err

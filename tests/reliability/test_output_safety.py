@@ -239,3 +239,28 @@ def test_signals_are_deferred_only_while_a_temp_path_is_made(tmp_path: Path) -> 
     with pytest.raises(OSError), staged_dir(tmp_path / ("n" * 300), "run"):
         pass
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+
+
+def test_the_same_config_gives_the_same_bytes_however_its_path_is_written(tmp_path: Path) -> None:
+    """run.json and sweep.json store the files a config names resolved (no `a/b/../..`, the same from any working
+    directory), so a run or a sweep made from another directory, or through another spelling of the path, is
+    byte-identical."""
+    import shutil
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    fx = tmp_path / "fx"
+    shutil.copytree(TINY.parent / "hf", fx / "hf")
+    cfg = fx / "cfg.yaml"
+    cfg.write_text("name: t\nmodel: {hf_config: hf/tiny-llama/config.json}\nworkload: {decode_tokens: 2}\n")
+    outs = []
+    for i, (cwd, path) in enumerate([(tmp_path, "fx/cfg.yaml"), (tmp_path / "a" / "b", "../../fx/cfg.yaml")]):
+        out = tmp_path / f"r{i}"
+        assert cli("run", "--config", path, "--out", out, "--set", "output.trace=false", cwd=cwd).exit_code == 0
+        sweep = tmp_path / f"x{i}" / "s"  # the sweep is named after its directory: the same name
+        args = ["sweep", "--config", path, "--grid", "workload.batch_size=1,2", "--out", sweep, "--workers", "0"]
+        assert cli(*args, cwd=cwd).exit_code == 0
+        outs.append((out, sweep))
+    (r0, s0), (r1, s1) = outs
+    assert (r0 / "run.json").read_bytes() == (r1 / "run.json").read_bytes()
+    assert b".." not in (r1 / "run.json").read_bytes()
+    assert (s0 / "sweep.json").read_bytes() == (s1 / "sweep.json").read_bytes()

@@ -148,13 +148,13 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path: Path, monkeypat
     out = tmp_path / "s"
     with pytest.raises(KeyboardInterrupt) as err:
         _sweep(out)
-    # points run in chunks that share a model graph (here: a fusion's 4 points); the chunk in flight is lost
-    assert "4 of 8 points are kept" in err.value.kept  # type: ignore[attr-defined]
-    assert not out.exists() and len(list((progress_dir(out) / "points").iterdir())) == 4
+    # each point is kept as it finishes, also within a chunk of points that share a model graph
+    assert "5 of 8 points are kept" in err.value.kept  # type: ignore[attr-defined]
+    assert not out.exists() and len(list((progress_dir(out) / "points").iterdir())) == 5
     calls.clear()
     monkeypatch.setattr(point_module, "run_point", real)
     resumed = _sweep(out).report  # type: ignore[attr-defined]
-    assert resumed.resumed == 4 and resumed.points == 8
+    assert resumed.resumed == 5 and resumed.points == 8
     assert _files(out) == _files(tmp_path / "whole" / "s")  # the same bytes as a sweep never interrupted
     assert not progress_dir(out).exists()
 
