@@ -71,6 +71,8 @@ def regular_file(path: Path, limit: int | None = None) -> int:
         raise InputError(f"{path}: no such file") from None
     except OSError as err:
         raise InputError(f"{path}: cannot be read ({err.strerror})") from None
+    except ValueError:  # a NUL byte: no file system has such a name
+        raise InputError(f"{str(path)!r}: not a file name (it holds a NUL byte)") from None
     kind = stat.S_IFMT(st.st_mode)
     if kind != stat.S_IFREG:
         what = _KINDS.get(kind, "not a regular file")

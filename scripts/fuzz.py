@@ -4,6 +4,7 @@
     python scripts/fuzz.py                          # 5,000 configs + 5,000 inputs (about 15-25 min on 2 cores)
     python scripts/fuzz.py --configs 200 --inputs 200 --seed 3
     python scripts/fuzz.py --configs 0 --inputs 0 --readers 5000   # only the newer commands' inputs
+    python scripts/fuzz.py --configs 0 --inputs 0 --signals 50        # sweeps interrupted, then resumed
     python scripts/fuzz.py --keep fuzz-failures     # write every crash / hang / wrong acceptance there
 
 Configs: the fixtures, mutated (values replaced by out-of-range, wrongly typed, huge, inf/nan, text; lines dropped,
@@ -516,17 +517,94 @@ def _our_sweep(where: Path) -> Path:
     return out
 
 
+def signal_cases(n: int, seed: int, where: Path) -> Counter[str]:
+    """`atbprof sweep --keep-runs` interrupted by SIGINT, SIGTERM or SIGKILL at a random moment, then the same
+    command run to the end: it must end cleanly (its signal's exit code, no traceback), leave no process behind,
+    and finish with every point's run and a table byte-identical to an uninterrupted sweep's."""
+    import subprocess
+
+    rng = random.Random(seed + 3)
+    base = FIXTURES / "tiny-llama.yaml"
+    grid = ["--grid", "workload.batch_size=1,2,3,4,5,6,7,8", "--grid", "workload.prompt_len=16,32,64,128"]
+    cmd = [sys.executable, "-c", "from atbprof.commands import main; main()", "sweep", "--config", str(base), *grid]
+    reference = where / "reference"
+    subprocess.run([*cmd, "--out", str(reference), "--keep-runs"], check=True, capture_output=True)
+    want = (reference / "sweep.parquet").read_bytes()
+    counts: Counter[str] = Counter()
+    for i in range(n):
+        out = where / f"s{i}"
+        sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+        proc = subprocess.Popen(
+            [*cmd, "--out", str(out), "--keep-runs", "--workers", "2"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        time.sleep(rng.uniform(0.3, 6.0))
+        if proc.poll() is None:
+            os.kill(proc.pid, sig)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            counts["hang"] += 1
+            print(f"hang: signal case {i} ({sig.name})", flush=True)
+            continue
+        code = proc.returncode
+        if b"Traceback" in err or code not in (0, 128 + sig, -sig):
+            counts["crash"] += 1
+            print(f"crash: signal case {i} ({sig.name}): exit {code}: {err[-300:]!r}", flush=True)
+            continue
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _group_alive(proc.pid):
+            time.sleep(0.2)
+        if _group_alive(proc.pid):
+            counts["hang"] += 1
+            print(f"hang: signal case {i} ({sig.name}): processes left behind", flush=True)
+            continue
+        again = subprocess.run([*cmd, "--out", str(out), "--keep-runs"], capture_output=True, timeout=300)
+        runs = len(list((out / "runs").glob("point-*/run.json"))) if (out / "runs").is_dir() else 0
+        same = (out / "sweep.parquet").is_file() and (out / "sweep.parquet").read_bytes() == want
+        if again.returncode != 0 or runs != 32 or not same:
+            counts["data lost"] += 1
+            print(f"data lost: signal case {i} ({sig.name}): exit {again.returncode}, {runs} runs", flush=True)
+            continue
+        counts["ok"] += 1
+    return counts
+
+
+def _group_alive(pgid: int) -> bool:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+                return True
+    return False
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", type=int, default=5000)
     ap.add_argument("--inputs", type=int, default=5000)
     ap.add_argument("--readers", type=int, default=0, help="cases for plot, report, sweep, cluster and predict")
+    ap.add_argument("--signals", type=int, default=0, help="sweeps interrupted at a random moment, then resumed")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds a case may take before it is a hang")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--keep", type=Path, help="write the failing cases (crash, hang, wrong acceptance) here")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        if opts.signals:
+            sig = signal_cases(opts.signals, opts.seed, Path(tmp))
+            print(
+                f"signals: {opts.signals} sweeps interrupted: " + ", ".join(f"{k} {v}" for k, v in sorted(sig.items()))
+            )
+            if set(sig) - {"ok"}:
+                return 1
         ours = _our_run(Path(tmp))
         cases = config_cases(opts.configs, opts.seed) + input_cases(opts.inputs, opts.seed, ours)
         if opts.readers:

@@ -37,6 +37,8 @@ def _read_yaml(path: Path, hint: str = "pass an existing YAML file to --config")
         raise ConfigError(f"{path}: no such file; {hint}") from None
     except OSError:
         return read_yaml(path)  # its own message
+    except ValueError:  # a NUL byte in the name
+        raise ConfigError(f"{str(path)!r}: not a file name (it holds a NUL byte); {hint}") from None
     key = (str(path.resolve()), st.st_mtime_ns, st.st_size, st.st_ino)
     doc = _PARSED.get(key)
     if doc is None:
@@ -97,6 +99,8 @@ def _resolve(base: Path, value: str | None) -> str | None:
     absolute and resolved (no `..`, no symbolic link), so run.json is the same from any directory."""
     if value is None:
         return None
+    if "\x00" in value:
+        return value  # not a file name: the config's own check names it (no such file)
     candidate = base / value
     path = candidate if not Path(value).is_absolute() and candidate.exists() else Path(value)
     return str(path.resolve()) if path.exists() else value  # a missing file keeps its name for the message

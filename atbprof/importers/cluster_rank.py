@@ -187,13 +187,27 @@ def _complete(out: Path) -> bool:
     )
 
 
-def _parallel(meta: dict[str, Any]) -> dict[str, int] | None:
+def _parallel(meta: dict[str, Any], where: Path) -> dict[str, int] | None:
     args = meta.get("distributed_args")
     if not isinstance(args, dict):
         return None
-    keys = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size", "dp": "data_parallel_size"}
-    out = {k: int(args.get(v) or 0) for k, v in keys.items()}
-    return {**out, "world": int(args.get("world_size") or 0)}
+    keys = {
+        "tp": "tensor_model_parallel_size",
+        "pp": "pipeline_model_parallel_size",
+        "dp": "data_parallel_size",
+        "world": "world_size",
+    }
+    out = {}
+    for short, key in keys.items():
+        value = args.get(key) or 0
+        if isinstance(value, str) and value.strip().isdigit() and len(value) < 8:
+            value = int(value)
+        if type(value) is not int or not 0 <= value <= MAX_RANKS:  # a count of ranks, as torch_npu records it
+            raise InputError(
+                f"{where}: distributed_args.{key} = {value!r}: not a count of ranks (0 to {MAX_RANKS})"
+            )
+        out[short] = value
+    return out
 
 
 def _start_us(ops: pa.Table) -> float | None:
@@ -222,4 +236,4 @@ def read_rank(d: Path) -> RankPart:
         "bandwidth": bandwidth,
         "links": links,
     }
-    return RankPart(d, profile, tables, _parallel(meta), _start_us(ops), warnings)
+    return RankPart(d, profile, tables, _parallel(meta, d / "profiler_metadata.json"), _start_us(ops), warnings)

@@ -28,7 +28,7 @@ def read_run_doc(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: not a run summary (a JSON object); re-create the run with `atbprof run`")
     from atbprof.device.spec import DeviceSpec
 
-    for key, model, strict in (("summary", RunSummary, True), ("device", DeviceSpec, False)):
+    for key, model, strict in (("summary", RunSummary, True), ("device", DeviceSpec, None)):
         part = doc.get(key)
         if part is None:
             continue

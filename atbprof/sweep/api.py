@@ -251,4 +251,11 @@ def read_sweep(path: Path) -> SweepResult:
     from atbprof.sweep.table import check_sweep_table
 
     check_sweep_table(table, spec, str(path / "sweep.parquet"))
+    # what sweep.json says of the table (counts, gains, claims, rows) is derived data: taken from the checked table
+    # and spec, not trusted from the file
+    outcomes = [{"point": i, "error": e} for i, e in enumerate(table.column("error").to_pylist())]
+    derived = _report(spec, table, outcomes, str(path), report.digest, 0)
+    internal = {e.point for e in report.errors if e.internal}
+    errors = [e.model_copy(update={"internal": e.point in internal}) for e in derived.errors]
+    report = derived.model_copy(update={"files": report.files, "errors": errors, "notes": report.notes})
     return SweepResult(spec, report, table)
