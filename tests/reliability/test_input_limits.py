@@ -245,7 +245,8 @@ def test_the_documented_100000_explicit_sweep_points_can_be_given(tmp_path: Path
     from atbprof.yamlio import MAX_SPEC_YAML_BYTES
 
     lines = ["name: big", f"base: {TINY}", "points:"]
-    lines += [f"  - {{workload.batch_size: {1 + i % 100}, workload.prompt_len: {16 + i // 100}}}" for i in range(100_000)]
+    point = "  - {{workload.batch_size: {}, workload.prompt_len: {}}}"
+    lines += [point.format(1 + i % 100, 16 + i // 100) for i in range(100_000)]
     spec_file = tmp_path / "big.yaml"
     spec_file.write_text("\n".join(lines) + "\n")
     assert spec_file.stat().st_size > 4_000_000
