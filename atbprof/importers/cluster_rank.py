@@ -203,9 +203,7 @@ def _parallel(meta: dict[str, Any], where: Path) -> dict[str, int] | None:
         if isinstance(value, str) and value.strip().isdigit() and len(value) < 8:
             value = int(value)
         if type(value) is not int or not 0 <= value <= MAX_RANKS:  # a count of ranks, as torch_npu records it
-            raise InputError(
-                f"{where}: distributed_args.{key} = {value!r}: not a count of ranks (0 to {MAX_RANKS})"
-            )
+            raise InputError(f"{where}: distributed_args.{key} = {value!r}: not a count of ranks (0 to {MAX_RANKS})")
         out[short] = value
     return out
 
