@@ -85,12 +85,20 @@ class _Aligner:
         self.vocab = vocab
         self.fused_from = fused_from
         self.cache: dict[tuple[bytes, bytes, bytes, bytes], tuple[int, list[_Local]]] = {}
+        self._known_of: dict[str, frozenset[str]] = {}
 
     def chains(self, fused: str) -> list[tuple[str, ...]]:
         out = list(_rule_chains().get(fused, ()))
         if fused in self.fused_from:
             out.insert(0, self.fused_from[fused])
         return out
+
+    def _known(self, fused: str) -> frozenset[str]:
+        """The op types the chains of `fused` name (remembered: thousands of steps ask for the same few)."""
+        found = self._known_of.get(fused)
+        if found is None:
+            found = self._known_of[fused] = frozenset(t for c in self.chains(fused) for w in c for t in w.split("|"))
+        return found
 
     def _fits(self, fused: str, types: list[str]) -> bool:
         if any(
@@ -226,7 +234,7 @@ class _Aligner:
                 if j in used_one:
                     continue
                 fused = names[seq_one[j]]
-                known = {t for c in self.chains(fused) for w in c for t in w.split("|")}
+                known = self._known(fused)
                 free = [
                     i
                     for i in many
@@ -350,6 +358,27 @@ def match_aligned(
             shape=shape_of[first[0]][shape_code[first[0]][first[1]]],
         )
 
+    # groups of identical make-up (the same op types, layer, category, roles and first shape) share one GroupInfo:
+    # its key is a few integers, much cheaper than building the strings again for each of thousands of steps
+    made: dict[tuple[object, ...], GroupInfo] = {}
+
+    def interned(at_b: list[int], at_n: list[int]) -> GroupInfo:
+        side, last = (0, at_b[-1]) if at_b else (1, at_n[-1])
+        first = (0, at_b[0]) if at_b else (1, at_n[0])
+        key = (
+            tuple(types[0][i] for i in at_b),
+            tuple(types[1][j] for j in at_n),
+            layers[side][last],
+            cats[side][last],
+            first[0],
+            shape_code[first[0]][first[1]],
+            (tuple(role_code[0][i] for i in at_b), tuple(role_code[1][j] for j in at_n)) if has_roles else (),
+        )
+        found = made.get(key)
+        if found is None:
+            found = made[key] = info(at_b, at_n)
+        return found
+
     # a template per distinct alignment: its groups get consecutive ids; every step using it scatters them
     offsets: dict[int, tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     groups: list[GroupInfo] = []
@@ -362,7 +391,7 @@ def match_aligned(
             if aid not in offsets:
                 oa_l, ob_l = oa.tolist(), ob.tolist()
                 start = len(groups)
-                groups.extend(info([oa_l[i] for i in loc.base], [ob_l[j] for j in loc.new]) for loc in locals_)
+                groups.extend(interned([oa_l[i] for i in loc.base], [ob_l[j] for j in loc.new]) for loc in locals_)
                 offsets[aid] = (
                     start,
                     np.array([i for loc in locals_ for i in loc.base], dtype=np.int64),
