@@ -574,6 +574,7 @@ def signal_cases(n: int, seed: int, where: Path) -> Counter[str]:
 
 
 def _group_alive(pgid: int) -> bool:
+    """A live process in the process group `pgid` (zombies hold nothing open: not counted)."""
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
