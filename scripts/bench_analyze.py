@@ -50,13 +50,21 @@ KINETO = [
 QWEN3 = SHARED / "ascend_samples" / "msinsight_qwen3_0.6b_level2_rank0"
 
 
+PEER_PINS = ["pandas>=2,<3", "numpy", "psutil", "pyyaml", "msprof-analyze==26.2.0"]
+"""The peers' own dependencies, pinned to what they work with (HTA 0.5 fails on the large GPU trace under pandas 3:
+`transform_correlation_to_index` casts to int16), as the `peers` extra pins them."""
+
+
 def peer_python() -> Path:
     py = PEER_VENV / "bin" / "python"
+    pip = [str(py), "-m", "pip", "install", "-q"]
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
-        pip = [str(py), "-m", "pip", "install", "-q"]
         subprocess.run([*pip, "--no-deps", "holistictraceanalysis==0.5.0"], check=True)
-        subprocess.run([*pip, "pandas", "numpy", "psutil", "pyyaml", "msprof-analyze==26.2.0"], check=True)
+        subprocess.run([*pip, *PEER_PINS], check=True)
+    pandas = subprocess.run([str(py), "-c", "import pandas; print(pandas.__version__)"], capture_output=True, text=True)
+    if not pandas.stdout.startswith("2."):  # a venv made before the pin: brought back to what the peers work with
+        subprocess.run([*pip, *PEER_PINS], check=True)
     return py
 
 
