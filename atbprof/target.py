@@ -168,14 +168,14 @@ def op_groups(ops_path: Path) -> list[dict[str, Any]]:
 
     from atbprof.optable.schema import check_times, ops_metadata
 
-    ops_metadata(ops_path)  # a Parquet file of our op schema, else a clear refusal
+    schema = ops_metadata(ops_path).schema.to_arrow_schema()  # a Parquet file of our op schema, else a refusal
     cols = ["op_type", "phase", "flops", "hbm_read_bytes", "hbm_write_bytes", "task_start_ns", "task_dur_ns", "rank"]
     try:
         table = pq.read_table(ops_path, columns=cols, page_checksum_verification=True)
     except (pa.ArrowException, OSError) as err:
         raise InputError(f"{ops_path}: damaged ({err}); re-create the run with `atbprof run`") from None
     check_times(table, str(ops_path), need_rows=False)
-    _verify_pages(ops_path, [c for c in pq.read_schema(ops_path).names if c not in cols])
+    _verify_pages(ops_path, [c for c in schema.names if c not in cols])
     if table.num_rows and (pc.max(table.column("rank")).as_py() or 0) > 0:
         table = table.filter(pc.equal(table.column("rank"), 0))
     table = table.append_column(

@@ -20,7 +20,7 @@ from atbprof.importers.base import Profile
 from atbprof.inputs import read_text
 from atbprof.predict.api import check_priceable
 from atbprof.predict.device import choose_device
-from atbprof.predict.passes import kernel_passes
+from atbprof.predict.passes import PASSES, kernel_passes
 from atbprof.predict.price import KernelSet, build_kernel_set, node_durations, row_predictions
 from atbprof.predict.report import Accuracy, Breakdown, Calibration, HostDispatch, accuracy, breakdown
 
@@ -184,8 +184,10 @@ def calibrate_profile(
     fitted()
     compute = ~kernels.communication[kernels.keys]
 
-    passes = np.asarray(kernel_passes(profile.ops), dtype=object)[compute]
-    families = np.asarray(kernels.family, dtype=object)[kernels.keys][compute]
+    passes = (kernel_passes(profile.ops)[compute], list(PASSES))
+    family_names = sorted(set(kernels.family))
+    family_code = np.array([family_names.index(f) for f in kernels.family], dtype=np.int64)
+    families = (family_code[kernels.keys][compute], family_names)
     splits: dict[str, Breakdown] = {}
 
     def rows_error(node_pred: np.ndarray, name: str) -> Accuracy:

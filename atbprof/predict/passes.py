@@ -16,15 +16,15 @@ from atbprof.analyze.view import OpView
 PASSES = TRAINING_PHASES
 
 
-def kernel_passes(ops: pa.Table) -> list[str]:
-    """Per row of `ops` (in its order): the pass its kernel belongs to."""
+def kernel_passes(ops: pa.Table) -> np.ndarray:
+    """Per row of `ops` (in its order): the index into PASSES of the pass its kernel belongs to."""
+    code = np.zeros(ops.num_rows, dtype=np.int64)
     if ops.num_rows == 0:
-        return []
+        return code
     view = OpView.build(ops)
     patterns = load_patterns()
     phases = training_phases(view, patterns)
     if phases is None:
         phases = np.where(ops_matching(view, patterns.training.optimizer), PASSES.index("optimizer"), 0)
-    code = np.zeros(ops.num_rows, dtype=np.int64)
     code[view.rows] = phases
-    return np.asarray(PASSES, dtype=object)[code].tolist()
+    return code

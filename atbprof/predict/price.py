@@ -15,7 +15,7 @@ from atbprof.device.spec import DeviceSpec
 from atbprof.graph.expr import basis_values
 from atbprof.graph.nodes import Node
 from atbprof.predict.kernel_work import Unpriceable, kernel_node
-from atbprof.predict.passes import kernel_passes
+from atbprof.predict.passes import PASSES, kernel_passes
 from atbprof.predict.provenance import node_provenance
 from atbprof.predict.recipes import Recipes, load_recipes
 from atbprof.predict.shapes import ShapeError, parse_tensors
@@ -159,7 +159,10 @@ def price_kernels(ops: pa.Table, spec: DeviceSpec, recipes: Recipes | None = Non
     else:
         durations, kinds, params = np.zeros(0), [], []
     predicted = row_predictions(kernels, durations)
-    node_of_row = kernels.node_of[kernels.keys]
+    rows = pa.array(kernels.keys)  # per row: its signature; per-signature facts are taken from there
+    of_sig = kernels.node_of.tolist()
+    kind_of_sig = pa.array([kinds[n] if n >= 0 else None for n in of_sig], pa.string())
+    params_of_sig = pa.array([params[n] if n >= 0 else None for n in of_sig], pa.string())
     return pa.table(
         {
             "op_index": ops.column("op_index"),
@@ -167,11 +170,11 @@ def price_kernels(ops: pa.Table, spec: DeviceSpec, recipes: Recipes | None = Non
             "measured_ns": ops.column("task_dur_ns"),
             "predicted_ns": pa.array(predicted, pa.float64(), mask=np.isnan(predicted)),
             "communication": pa.array(kernels.communication[kernels.keys]),
-            "why": pa.array([kernels.why[int(k)] for k in kernels.keys], pa.string()),
-            "pass": pa.array(kernel_passes(ops), pa.string()),
-            "family": pa.array([kernels.family[int(k)] for k in kernels.keys], pa.string()),
-            "provenance": pa.array([kinds[n] if n >= 0 else None for n in node_of_row.tolist()], pa.string()),
-            "parameters": pa.array([params[n] if n >= 0 else None for n in node_of_row.tolist()], pa.string()),
+            "why": pa.array(kernels.why, pa.string()).take(rows),
+            "pass": pa.array(PASSES, pa.string()).take(pa.array(kernel_passes(ops))),
+            "family": pa.array(kernels.family, pa.string()).take(rows),
+            "provenance": kind_of_sig.take(rows),
+            "parameters": params_of_sig.take(rows),
         },
         schema=PRICES_SCHEMA,
     )

@@ -53,14 +53,25 @@ class Breakdown:
         }
 
 
-def breakdown(measured_ns: np.ndarray, predicted_ns: np.ndarray, passes: np.ndarray, families: np.ndarray) -> Breakdown:
-    """`passes` and `families` per kernel (strings); NaN predictions are unpriced kernels."""
+Labels = tuple[np.ndarray, list[str]]
+"""A string column as (code per row, -1 for null; the distinct values): analyze/view.py `dict_codes`."""
+
+
+def _rows_of(labels: Labels, name: str) -> np.ndarray:
+    codes, names = labels
+    return codes == names.index(name) if name in names else np.zeros(len(codes), dtype=bool)
+
+
+def breakdown(measured_ns: np.ndarray, predicted_ns: np.ndarray, passes: Labels, families: Labels) -> Breakdown:
+    """`passes` and `families` per kernel; NaN predictions are unpriced kernels."""
     from atbprof.predict.passes import PASSES
     from atbprof.predict.recipes import FAMILIES
 
-    by_pass = {name: accuracy(measured_ns[passes == name], predicted_ns[passes == name]) for name in PASSES}
-    present = set(families.tolist())
-    fams = [(f, accuracy(measured_ns[families == f], predicted_ns[families == f])) for f in FAMILIES if f in present]
+    def of(rows: np.ndarray) -> Accuracy:
+        return accuracy(measured_ns[rows], predicted_ns[rows])
+
+    by_pass = {name: of(_rows_of(passes, name)) for name in PASSES}
+    fams = [(f, of(rows)) for f in FAMILIES if (rows := _rows_of(families, f)).any()]
     return Breakdown(by_pass, fams)
 
 
@@ -163,44 +174,37 @@ def accuracy(measured_ns: np.ndarray, predicted_ns: np.ndarray) -> Accuracy:
 
 def summarize(prices: pa.Table, source: str, device: DeviceChoice) -> PredictReport:
     """The report of a prices table (atbprof/predict/price.py PRICES_SCHEMA)."""
-    op_types = np.asarray(prices.column("op_type").to_pylist(), dtype=object)
+    from atbprof.analyze.view import dict_codes
+
     measured = prices.column("measured_ns").to_numpy().astype(np.float64)
     predicted = prices.column("predicted_ns").to_numpy(zero_copy_only=False).astype(np.float64)
     comm = prices.column("communication").to_numpy(zero_copy_only=False).astype(bool)
-    whys = np.asarray(prices.column("why").to_pylist(), dtype=object)
-    passes = np.asarray(prices.column("pass").to_pylist(), dtype=object)
-    families = np.asarray(prices.column("family").to_pylist(), dtype=object)
-    kinds = np.asarray(prices.column("provenance").to_pylist(), dtype=object)
-    params = np.asarray(prices.column("parameters").to_pylist(), dtype=object)
+    types, whys, passes, families, kinds, params = (
+        dict_codes(prices.column(c)) for c in ("op_type", "why", "pass", "family", "provenance", "parameters")
+    )
     compute = ~comm
+    unpriced_rows = np.isnan(predicted)
     overall = accuracy(measured[compute], predicted[compute])
     rows: list[OpTypeAccuracy] = []
-    unpriced: dict[tuple[str, str], list[float]] = {}
-    for op_type in sorted(set(op_types.tolist())):
-        sel = op_types == op_type
+    lost: list[Unpriced] = []
+    for op_type in sorted(types[1]):
+        sel = _rows_of(types, op_type)
         acc = accuracy(measured[sel & compute], predicted[sel & compute])
         if acc.priced_kernels:
-            priced = sel & compute & ~np.isnan(predicted)
-            rows.append(
-                OpTypeAccuracy(
-                    op_type,
-                    acc,
-                    str(families[priced][0]),
-                    _heaviest(kinds[priced], predicted[priced]),
-                    _heaviest(params[priced], predicted[priced]),
-                )
-            )
-        for i in np.flatnonzero(sel & np.isnan(predicted)):
-            entry = unpriced.setdefault((op_type, str(whys[i])), [0, 0.0])
-            entry[0] += 1
-            entry[1] += measured[i] / 1e3
+            priced = sel & compute & ~unpriced_rows
+            family = families[1][families[0][np.argmax(priced)]]
+            heaviest = (_heaviest(labels, priced, predicted) for labels in (kinds, params))
+            rows.append(OpTypeAccuracy(op_type, acc, family, *heaviest))
+        missing = np.flatnonzero(sel & unpriced_rows)
+        codes, first = np.unique(whys[0][missing], return_index=True)
+        for code in codes[np.argsort(first)]:  # the reasons in the order they first appear
+            at = missing[whys[0][missing] == code]
+            why = whys[1][code] if code >= 0 else "None"
+            lost.append(Unpriced(op_type, len(at), sum((measured[at] / 1e3).tolist()), why))  # summed in row order
     rows.sort(key=lambda r: (-r.accuracy.priced_measured_us, r.op_type))
-    lost = [Unpriced(t, int(n), float(us), why) for (t, why), (n, us) in unpriced.items()]
     lost.sort(key=lambda u: (-u.measured_us, u.op_type))
     compute_us = overall.measured_us
-    by_kind: dict[str, float] = {}
-    for kind in sorted({k for k in kinds.tolist() if k is not None}):
-        by_kind[str(kind)] = float(predicted[kinds == kind].sum()) / 1e3
+    by_kind = {name: float(predicted[_rows_of(kinds, name)].sum()) / 1e3 for name in sorted(kinds[1])}
     return PredictReport(
         source=source,
         device=device,
@@ -209,18 +213,26 @@ def summarize(prices: pa.Table, source: str, device: DeviceChoice) -> PredictRep
         communication_us=float(measured[comm].sum()) / 1e3,
         op_types=rows,
         unpriced=lost,
-        split=breakdown(measured[compute], predicted[compute], passes[compute], families[compute]),
+        split=breakdown(
+            measured[compute],
+            predicted[compute],
+            (passes[0][compute], passes[1]),
+            (families[0][compute], families[1]),
+        ),
         provenance_us=by_kind,
     )
 
 
-def _heaviest(labels: np.ndarray, weights: np.ndarray) -> str | None:
-    """The label carrying the most weight (ties: the first in sorted order)."""
-    totals: dict[str, float] = {}
-    for label, w in zip(labels.tolist(), weights.tolist(), strict=True):
-        if label is not None:
-            totals[label] = totals.get(label, 0.0) + w
-    return min(totals, key=lambda k: (-totals[k], k)) if totals else None
+def _heaviest(labels: Labels, rows: np.ndarray, weights: np.ndarray) -> str | None:
+    """The label of `rows` carrying the most weight (ties: the first in sorted order)."""
+    codes, names = labels
+    codes, weights = codes[rows], weights[rows]
+    named = codes >= 0
+    if not named.any():
+        return None
+    totals = np.bincount(codes[named], weights[named], minlength=len(names))
+    present = np.flatnonzero(np.bincount(codes[named], minlength=len(names)))
+    return names[min(present, key=lambda i: (-totals[i], names[i]))]
 
 
 @dataclass(frozen=True)
