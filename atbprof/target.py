@@ -166,7 +166,7 @@ def op_groups(ops_path: Path) -> list[dict[str, Any]]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from atbprof.optable.schema import check_times, ops_metadata
+    from atbprof.optable.schema import check_times, ops_metadata, verify_pages
 
     schema = ops_metadata(ops_path).schema.to_arrow_schema()  # a Parquet file of our op schema, else a refusal
     cols = ["op_type", "phase", "flops", "hbm_read_bytes", "hbm_write_bytes", "task_start_ns", "task_dur_ns", "rank"]
@@ -175,7 +175,7 @@ def op_groups(ops_path: Path) -> list[dict[str, Any]]:
     except (pa.ArrowException, OSError) as err:
         raise InputError(f"{ops_path}: damaged ({err}); re-create the run with `atbprof run`") from None
     check_times(table, str(ops_path), need_rows=False)
-    _verify_pages(ops_path, [c for c in schema.names if c not in cols])
+    verify_pages(ops_path, [c for c in schema.names if c not in cols])
     if table.num_rows and (pc.max(table.column("rank")).as_py() or 0) > 0:
         table = table.filter(pc.equal(table.column("rank"), 0))
     table = table.append_column(
@@ -199,20 +199,6 @@ def op_groups(ops_path: Path) -> list[dict[str, Any]]:
         }
         for r in agg.to_pylist()
     ]
-
-
-def _verify_pages(path: Path, columns: list[str]) -> None:
-    """The page checksums of the columns a drawing does not read, streamed (bounded memory): a run whose table
-    analyze would refuse as damaged is not drawn either."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        pages = pq.ParquetFile(path, page_checksum_verification=True)
-        for _ in pages.iter_batches(batch_size=1 << 20, columns=columns, use_threads=True):
-            pass
-    except (pa.ArrowException, OSError) as err:
-        raise InputError(f"{path}: damaged ({err}); re-create the run with `atbprof run`") from None
 
 
 def _run_target(path: Path, top: int) -> RunTarget:

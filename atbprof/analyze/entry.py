@@ -37,6 +37,9 @@ def analyze_any(
         from atbprof.analyze.cluster_job import analyze_cluster_path
 
         return analyze_cluster_path(path, top=top, patterns_file=pattern_file, cann_version=cann_version)
+    from atbprof.analyze.columns import ANALYZE_COLUMNS
     from atbprof.importers import load_profile
 
-    return analyze_profile(load_profile(path), patterns_file=pattern_file, top=top, cann_version=cann_version)
+    return analyze_profile(
+        load_profile(path, columns=ANALYZE_COLUMNS), patterns_file=pattern_file, top=top, cann_version=cann_version
+    )

@@ -61,9 +61,10 @@ app.command()(fusions.fusions)
 
 
 def main() -> None:
-    from atbprof.startup import fewer_collections, skip_pyarrow_pandas_probe
+    from atbprof.startup import fewer_collections, skip_pyarrow_pandas_probe, system_allocator
 
     fewer_collections()
+    system_allocator()
     skip_pyarrow_pandas_probe()
     for signum in (signal.SIGTERM, signal.SIGHUP):  # as Ctrl-C: staged writes remove their temp paths
         signal.signal(signum, _terminate)

@@ -74,6 +74,7 @@ def _load_run(path: Path) -> Cluster:
     """A run of ours on several devices, each rank as its `--to ascend-pt` export would hold it (step split,
     communication.json, communication_matrix.json, parallel groups), computed from ops.parquet without writing."""
     from atbprof.export import cluster as export
+    from atbprof.export.cluster_columns import communication_tables
     from atbprof.export.common import load_run
     from atbprof.export.tables import OP_COLUMNS, StepComputing
     from atbprof.export.timeline import BusyTracker
@@ -94,8 +95,10 @@ def _load_run(path: Path) -> Cluster:
         groups, communicators = _groups(meta, path / "run.json")
         reader = _RankReader(path, rank)
         steps = reader.steps_csv(computing.csv(view.steps, sync), f"{path} rank {rank}")
-        comm, matrix = export.communication(view, rank)
-        ops, bandwidth, links = json_tables(rank, comm, matrix, warnings, path, path)
+        columns = communication_tables(view, rank, warnings, str(path))
+        if columns is None:  # two ops of a step with one key: the JSON's own rule decides which is kept
+            columns = json_tables(rank, *export.communication(view, rank), warnings, path, path)
+        ops, bandwidth, links = columns
         ranks.append(RankProfile(rank, path, None, True, groups, communicators, "atbprof run", run=True))
         step_rows += steps
         for key, table in (("ops", ops), ("bandwidth", bandwidth), ("links", links)):

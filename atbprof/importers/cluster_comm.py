@@ -247,8 +247,10 @@ def db_tables(rank: int, query: Callable[[str], list[tuple[Any, ...]]], warnings
     return ops, bandwidth, links_table(rank, links, warnings, f"{where} CommAnalyzerMatrix")
 
 
-def _strings(values: list[Any]) -> pa.Array:
+def _strings(values: list[Any] | pa.Array) -> pa.Array:
     """`values` as a string array: as they are when they are all strings (the common case), else each as text."""
+    if isinstance(values, pa.Array) and pa.types.is_string(values.type) and not values.null_count:
+        return values
     try:
         out = pa.array(values, pa.string())
         if not out.null_count:
@@ -277,7 +279,7 @@ def _indices(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     return out, ok
 
 
-def links_table(rank: int, cols: dict[str, list[Any]], warnings: list[str], where: str) -> pa.Table:
+def links_table(rank: int, cols: dict[str, Any], warnings: list[str], where: str) -> pa.Table:
     """Link rows with their group-local indices (mapped to global ranks with the whole cluster's communicators),
     summed per step, section, communicator, src, dst and transport: the matrix is per link, and a rank of a
     large job lists thousands of ops a step (the op is kept where one op is the link's only one).

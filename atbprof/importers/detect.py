@@ -7,6 +7,7 @@ Ascend vs Kineto by the process_name metadata inside), CSV by its header line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from atbprof.errors import InputError
@@ -40,12 +41,13 @@ _HEAD = 1 << 16
 
 
 @importer
-def load_profile(path: Path, *, framework: bool = True) -> Profile:
+def load_profile(path: Path, *, framework: bool = True, columns: Sequence[str] | None = None) -> Profile:
     """The profile at `path` (a file or a directory). Raises InputError naming the file and the problem.
-    `framework=False` skips the framework-op table of a trace file when it has device kernels (diff needs none)."""
+    `framework=False` skips the framework-op table of a trace file when it has device kernels (diff needs none).
+    `columns`: of an op table of ours, hold only these (a reader that needs a few; an import builds its table whole)."""
     if not path.exists():
         raise InputError(f"{path}: no such file or directory\n{ACCEPTED}")
-    return _load_dir(path) if path.is_dir() else _load_file(path, framework)
+    return _load_dir(path, columns) if path.is_dir() else _load_file(path, framework, columns)
 
 
 @importer
@@ -71,9 +73,9 @@ def load_kineto(path: Path) -> Profile:
     return _fast_kineto(path, data) or _kineto_profile(path, load_trace(path, data))
 
 
-def _load_dir(path: Path) -> Profile:
+def _load_dir(path: Path, columns: Sequence[str] | None = None) -> Profile:
     if is_run_dir(path):
-        return load_run(path)
+        return load_run(path, columns=columns)
     if is_ascend_pt(path):
         return load_ascend_pt(path)
     if is_msprof_dir(path):
@@ -105,10 +107,10 @@ def _read_all(path: Path) -> bytes:
     return data if data is not None else read_bytes(path)
 
 
-def _load_file(path: Path, framework: bool = True) -> Profile:
+def _load_file(path: Path, framework: bool = True, columns: Sequence[str] | None = None) -> Profile:
     head, data = _read_head(path)
     if head.startswith(_PARQUET):
-        ops = read_ops(path)
+        ops = read_ops(path, columns=columns)
         return Profile("atbprof-run", str(path), ops, meta={"origin_ns": 0})
     if is_sqlite(head):
         if data is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,7 +12,7 @@ from atbprof.errors import InputError
 from atbprof.importers.base import STEP_FRAMES_SCHEMA, Profile
 from atbprof.importers.guard import importer
 from atbprof.importers.run_doc import RUN_JSON_MAX_BYTES, read_run_doc
-from atbprof.optable.schema import read_ops, read_steps
+from atbprof.optable.schema import op_ranks, read_ops, read_steps
 
 __all__ = ["RUN_JSON_MAX_BYTES", "is_run_dir", "load_run"]
 
@@ -21,33 +22,38 @@ def is_run_dir(path: Path) -> bool:
 
 
 @importer
-def load_run(path: Path, rank: int | None = None) -> Profile:
-    """A run directory as a profile: rank 0 of a multi-device run (with a warning), or `rank`'s tasks."""
-    ops = read_ops(path / "ops.parquet", need_rows=True)  # a run has ops: an empty table was damaged
-    steps = read_steps(path / "steps.parquet") if (path / "steps.parquet").exists() else None
+def load_run(
+    path: Path, rank: int | None = None, columns: Sequence[str] | None = None, *, check_other_ranks: bool = True
+) -> Profile:
+    """A run directory as a profile: rank 0 of a multi-device run (with a warning), or `rank`'s tasks (only the
+    row groups holding them are read). `columns`: the op-table columns to hold (default all).
+    `check_other_ranks=False`: the other ranks' pages are not checked (a reader that reads each rank in turn)."""
+    ops_path = path / "ops.parquet"
     meta: dict[str, object] = read_run_doc(path / "run.json") if (path / "run.json").exists() else {}
     meta.setdefault("origin_ns", 0)  # a run's times are relative to its own start already
-    ops = _rank_zero(ops, meta) if rank is None else ops.filter(pc.equal(ops.column("rank"), rank))
+    if rank is None:
+        ranks = op_ranks(ops_path)
+        if len(ranks) > 1 or (ranks and ranks[0] != 0):
+            rank = 0
+            _warn_rank_zero(meta, len(ranks))
+    # a run has ops: an empty table was damaged
+    ops = read_ops(ops_path, need_rows=rank is None, columns=columns, rank=rank, check_other_ranks=check_other_ranks)
     if not ops.num_rows:
         raise InputError(f"{path}: no tasks of rank {rank} in ops.parquet")
+    steps = read_steps(path / "steps.parquet") if (path / "steps.parquet").exists() else None
     frames = _step_frames(steps) if steps is not None else None
     return Profile("atbprof-run", str(path), ops, None, steps, meta, frames)
 
 
-def _rank_zero(ops: pa.Table, meta: dict[str, object]) -> pa.Table:
+def _warn_rank_zero(meta: dict[str, object], devices: int) -> None:
     """A multi-device run holds every rank's tasks; the single-device analyses read rank 0 (its steps frame
     rank 0 too) and say so."""
-    ranks = ops.column("rank")
-    if ranks.null_count == len(ranks) or pc.max(ranks).as_py() == 0:
-        return ops
-    devices = len(pc.unique(ranks))
     warnings = meta.setdefault("warnings", [])
     if isinstance(warnings, list):
         warnings.append(
             f"a run on {devices} devices: this analysis reads rank 0; every rank's tasks are in ops.parquet (column "
             "rank), and summary.ranks of run.json splits each rank's step time"
         )
-    return ops.filter(pc.equal(ranks, 0))
 
 
 def _step_frames(steps: pa.Table) -> pa.Table:
