@@ -84,11 +84,12 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def peer_medians(py: Path, setup: str, call: str, repeat: int) -> tuple[float, float]:
-    """Median wall and CPU seconds of `call` run `repeat` times in the peer venv's Python, after `setup`."""
+def peer_medians(py: Path, setup: str, call: str, repeat: int, warm: bool = False) -> tuple[float, float]:
+    """Median wall and CPU seconds of `call` run `repeat` times in the peer venv's Python, after `setup` (`warm`:
+    and one untimed call, as an in-process figure of ours is warm)."""
     code = (
         "import json,statistics,time,logging,warnings\nlogging.disable(logging.CRITICAL)\n"
-        f"warnings.filterwarnings('ignore')\n{setup}\nts=[];cs=[]\n"
+        f"warnings.filterwarnings('ignore')\n{setup}\n{call + chr(10) if warm else ''}ts=[];cs=[]\n"
         f"for _ in range({repeat}):\n t=time.perf_counter(); c=time.process_time(); {call}; "
         "ts.append(time.perf_counter()-t); cs.append(time.process_time()-c)\n"
         "print(json.dumps([statistics.median(ts), statistics.median(cs)]))"

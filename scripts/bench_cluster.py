@@ -10,10 +10,14 @@ communication.json, communication_matrix.json and the parallel groups; one rank 
 kernel tables (`--kernel-ranks`), as a user profiles a few ranks in full. They are cached under .bench-cache/, keyed
 by the config, so a second invocation only times the analysis.
 
-What is measured, each command in a fresh process (wall time, medians of --repeat runs; peak RSS from wait4):
+The 4-rank size is the real Qwen3-0.6B cluster anchor (copied under .bench-cache/: msprof-analyze writes into it).
+
+What is measured, each command in a fresh process, the three in turn --repeat times (wall time medians; peak RSS
+from wait4; the load average printed before and after):
   * `atbprof analyze CLUSTER --format json` in process (--workers 0) and with --workers 2;
   * `msprof-analyze cluster -d CLUSTER -m all` on the same directory (its output directory removed between runs),
     up to --peer-max ranks (it is the slow side).
+The speed-up is msprof-analyze's median over the faster of atbprof's two.
 Targets (issue 15): 1,024 ranks analysed in under 60 s; peak RSS bounded (1,024 ranks within 4x of 128 ranks'); at
 least 10x faster than msprof-analyze on the same cluster.
 """
@@ -62,7 +66,7 @@ def cluster(ranks: int) -> Path:
     base = CACHE / f"cluster-{ranks}-{key}"
     done = base / "export.json"
     if done.exists():
-        return Path(json.loads(done.read_text())["root"])
+        return (base / json.loads(done.read_text())["root"]).resolve()
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     (base / "cfg.yaml").write_text(text)
@@ -84,11 +88,11 @@ def cluster(ranks: int) -> Path:
         text=True,
     )
     t2 = time.perf_counter()
-    root = json.loads(out.stdout)["root"]
+    root = Path(json.loads(out.stdout)["root"]).resolve()  # as printed: relative to this directory
     shutil.rmtree(base / "run")  # the run is not needed once exported (a 1,024-rank one is ~360 MB)
-    done.write_text(json.dumps({"root": root}))
+    done.write_text(json.dumps({"root": str(root.relative_to(base))}))
     print(f"  built {ranks} ranks: run {t1 - t0:.1f} s, export {t2 - t1:.1f} s", flush=True)
-    return Path(root)
+    return root
 
 
 def timed(cmd: list[str | Path], cwd: Path | None = None) -> tuple[float, float]:
@@ -109,10 +113,25 @@ def median_of(runs: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(w for w, _ in runs), max(r for _, r in runs)
 
 
+QWEN3_CLUSTER = ROOT.parent / "shared" / "anchors" / "ascend_samples" / "msinsight_qwen3_0.6b_level2_cluster"
+
+
+def real_cluster() -> Path:
+    """The 4-rank Qwen3 cluster anchor, copied (msprof-analyze writes its output inside the directory it reads)."""
+    copy = CACHE / "qwen3-4-ranks"
+    if not copy.is_dir():
+        shutil.copytree(QWEN3_CLUSTER, copy)
+    return copy
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ranks", default="32,128", help="cluster sizes, multiples of 32 (default: 32,128)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per command (1 for clusters over 128 ranks)")
+    ap.add_argument("--ranks", default="4,32,128", help="cluster sizes: 4 (the real Qwen3 cluster) and multiples of 32")
+    ap.add_argument("--repeat", type=int, default=3, help="alternating pairs per size (1 for clusters over 128 ranks)")
     ap.add_argument("--peer-max", type=int, default=128, help="largest cluster msprof-analyze is timed on")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
@@ -121,36 +140,46 @@ def main() -> None:
     results = []
     print(
         f"{'ranks':>6} {'atbprof s':>10} {'RSS MB':>7} {'--workers 2 s':>14} {'RSS MB':>7} {'msprof-analyze s':>17}"
-        f" {'RSS MB':>7} {'speed-up':>9}"
+        f" {'RSS MB':>7} {'speed-up':>9}  load before / after"
     )
     for n in sizes:
-        root = cluster(n)
+        root = real_cluster() if n == 4 else cluster(n)
         repeat = args.repeat if n <= 128 else 1
-        ours = [timed([ATBPROF, "analyze", root, "--format", "json", "--workers", "0"]) for _ in range(repeat)]
-        pooled = [timed([ATBPROF, "analyze", root, "--format", "json", "--workers", "2"]) for _ in range(repeat)]
+        ours: list[tuple[float, float]] = []
+        pooled: list[tuple[float, float]] = []
         theirs: list[tuple[float, float]] = []
-        if msprof and n <= args.peer_max:
-            for _ in range(repeat):
+        before = load()
+        for _ in range(repeat):  # A/B/C in turn: a drift of the machine's speed hits every side alike
+            ours.append(timed([ATBPROF, "analyze", root, "--format", "json", "--workers", "0"]))
+            pooled.append(timed([ATBPROF, "analyze", root, "--format", "json", "--workers", "2"]))
+            if msprof and n <= args.peer_max:
                 shutil.rmtree(root / "cluster_analysis_output", ignore_errors=True)
                 theirs.append(timed([msprof, "cluster", "-d", root, "-m", "all"], cwd=root.parent))
-            shutil.rmtree(root / "cluster_analysis_output", ignore_errors=True)
-        row = {"ranks": n, "atbprof": median_of(ours), "atbprof_workers_2": median_of(pooled)}
+        shutil.rmtree(root / "cluster_analysis_output", ignore_errors=True)
+        row: dict[str, object] = {
+            "ranks": n,
+            "cluster": "Qwen3-0.6B, 4 real ranks" if n == 4 else f"{n} simulated ranks",
+            "atbprof": median_of(ours),
+            "atbprof_workers_2": median_of(pooled),
+            "load": [before, load()],
+        }
         if theirs:
             row["msprof_analyze"] = median_of(theirs)
-            row["speed_up"] = row["msprof_analyze"][0] / row["atbprof"][0]
+            row["speed_up"] = median_of(theirs)[0] / min(median_of(ours)[0], median_of(pooled)[0])
         results.append(row)
         peer_cells = (
-            f"{row['msprof_analyze'][0]:>17.2f} {row['msprof_analyze'][1]:>7.0f} {row['speed_up']:>8.1f}x"
+            f"{median_of(theirs)[0]:>17.2f} {median_of(theirs)[1]:>7.0f} {row['speed_up']:>8.1f}x"
             if theirs
             else f"{'-':>17} {'-':>7} {'-':>9}"
         )
         print(
-            f"{n:>6} {row['atbprof'][0]:>10.2f} {row['atbprof'][1]:>7.0f} {row['atbprof_workers_2'][0]:>14.2f}"
-            f" {row['atbprof_workers_2'][1]:>7.0f} {peer_cells}",
+            f"{n:>6} {median_of(ours)[0]:>10.2f} {median_of(ours)[1]:>7.0f} {median_of(pooled)[0]:>14.2f}"
+            f" {median_of(pooled)[1]:>7.0f} {peer_cells}  {before} / {load()}",
             flush=True,
         )
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"bench": "cluster", "rows": results}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

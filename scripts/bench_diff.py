@@ -8,14 +8,17 @@
    both run directories and diff them (target: under 2 s), and `diff()` alone on the loaded profiles; then the
    same model unfused vs default fusion (every decomposed chain matched to its fused kernel).
 2. The HTA TraceDiff pair under ../shared/anchors/traces: `atbprof diff` (load both + diff, in process) vs
-   HolisticTraceAnalysis 0.5.0 `TraceDiff.compare_traces` (which parses both too), same files (target: 10x).
+   HolisticTraceAnalysis 0.5.0 `TraceDiff.compare_traces` (which parses both too), same files (target: 20x), warm
+   on both sides (one untimed call first), the two in turn --repeat times; the load average is printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,10 +41,14 @@ PINNED = ROOT / "tests" / "diff" / "data" / "hta_ops_diff.json"
 JITTER = ["execution.jitter.kernel_cv=0.05", "execution.jitter.host_cv=0.1"]
 
 
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def hta_seconds(py: Path, control: Path, test: Path, repeat: int) -> tuple[float, float]:
     """Median wall and CPU seconds of HTA's TraceDiff.compare_traces (it parses both traces too)."""
     call = f"TraceDiff.compare_traces({str(control)!r}, {str(test)!r})"
-    return peer_medians(py, "from hta.trace_diff import TraceDiff", call, repeat)
+    return peer_medians(py, "from hta.trace_diff import TraceDiff", call, repeat, warm=True)
 
 
 def pin_hta(py: Path, control: Path, test: Path) -> None:
@@ -66,6 +73,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--pin-hta", action="store_true", help="rewrite the pinned HTA ops_diff of the tests")
     ap.add_argument("--skip-big", action="store_true", help="only the HTA pair")
+    ap.add_argument("--json", type=Path, help="also write the HTA pair's figures here")
     args = ap.parse_args()
     if not args.skip_big:
         print("1. two ~1M-op runs (llama2-7b-910b2, decode 606 tokens; median seconds)")
@@ -102,12 +110,22 @@ def main() -> None:
         for d, f in ((dc, control), (dt, test)):
             d.mkdir()
             shutil.copy(f, d / f.name)
-        ours, ours_cpu = median_times(lambda: diff_paths(control, test), args.repeat)
-        theirs, theirs_cpu = hta_seconds(py, dc, dt, args.repeat)
+        diff_paths(control, test)  # warm, as HTA's figure is (its first call is untimed too)
+        before = load()
+        rounds = []
+        for _ in range(args.repeat):  # A/B in turn: a drift of the machine's speed hits both sides alike
+            rounds.append((*median_times(lambda: diff_paths(control, test), 1), *hta_seconds(py, dc, dt, 1)))
+        ours, ours_cpu, theirs, theirs_cpu = (statistics.median(r[i] for r in rounds) for i in range(4))
         print(
             f"   wall: atbprof {ours:6.3f} s   HTA {theirs:6.3f} s   ratio {theirs / ours:5.1f}x\n"
-            f"   CPU:  atbprof {ours_cpu:6.3f} s   HTA {theirs_cpu:6.3f} s   ratio {theirs_cpu / ours_cpu:5.1f}x"
+            f"   CPU:  atbprof {ours_cpu:6.3f} s   HTA {theirs_cpu:6.3f} s   ratio {theirs_cpu / ours_cpu:5.1f}x\n"
+            f"   load average before / after: {before} / {load()}"
         )
+        if args.json:
+            row = {"pair": "HTA TraceDiff control/test", "atbprof_s": ours, "hta_s": theirs, "ratio": theirs / ours}
+            row |= {"atbprof_cpu_s": ours_cpu, "hta_cpu_s": theirs_cpu, "load": [before, load()]}
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"bench": "diff", "rows": [row]}, indent=1) + "\n")
         if args.pin_hta:
             pin_hta(py, dc, dt)
 

@@ -107,9 +107,10 @@ def analyze_cluster_path(
     `trace` also writes the cluster trace of `trace_ranks` (writers/cluster_trace.py; default: all up to 64)."""
     from atbprof.outputs.paths import check_output_dir
     from atbprof.outputs.staging import staged_dir
-    from atbprof.scale.pool import check_workers, map_ordered
+    from atbprof.scale.pool import check_workers, map_ordered, read_workers
 
     check_workers(workers)
+    workers = read_workers(workers)
     path = Path(path)
     target = (
         check_output_dir(tables, "cluster-tables", force=force, inputs=[path], option="--tables") if tables else None

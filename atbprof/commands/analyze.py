@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from atbprof.commands.common import AnalyzeFormat, emit, guard, status
+from atbprof.commands.common import AnalyzeFormat, emit, guard, ray_address, status
 from atbprof.errors import InputError
 
 
@@ -39,11 +39,18 @@ def analyze(
     ] = False,
     workers: Annotated[
         int | None,
-        typer.Option(help="Cluster: processes reading ranks (default one per core from 8 ranks; 0 = this process)."),
+        typer.Option(
+            help="Cluster: processes reading ranks (default: one per core from 8 ranks on 4 or more cores, else "
+            "this process; 0 = this process)."
+        ),
     ] = None,
     ray: Annotated[
         str | None,
-        typer.Option("--ray", help="Cluster: read ranks as Ray tasks: 'auto' or a head's address (atbprof[ray])."),
+        typer.Option(
+            "--ray",
+            help="Cluster: read ranks as Ray tasks: a head's address, or 'auto': Ray only where it pays (several "
+            "nodes), else the local pool, said on stderr (atbprof[ray]).",
+        ),
     ] = None,
     tables: Annotated[
         Path | None,
@@ -85,7 +92,7 @@ def analyze(
                     patterns_file=pattern_file,
                     cann_version=cann_version,
                     workers=workers,
-                    ray=ray,
+                    ray=ray_address(ray),
                     tables=tables,
                     force=force,
                     trace=trace,

@@ -156,3 +156,15 @@ def internal(err: BaseException, verbose: bool) -> NoReturn:
         traceback.print_exc()
     typer.echo(f"internal error: {type(err).__name__}: {err} (run with --verbose for the traceback)", err=True)
     raise typer.Exit(70) from None
+
+
+def ray_address(ray: str | None) -> str | None:
+    """Where `--ray` runs the work (scale/pool.py `choose_ray`); `--ray auto` says on stderr what it chose and why."""
+    if ray is None:
+        return None
+    from atbprof.scale.pool import choose_ray
+
+    address, why = choose_ray(ray)
+    if why:
+        typer.echo(why, err=True)
+    return address

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from atbprof.commands.common import AnalyzeFormat, emit, guard, progress
+from atbprof.commands.common import AnalyzeFormat, emit, guard, progress, ray_address
 
 
 def sweep(
@@ -31,7 +31,11 @@ def sweep(
     ] = None,
     ray: Annotated[
         str | None,
-        typer.Option("--ray", help="Run the points as Ray tasks: 'auto' or a head's address (atbprof[ray])."),
+        typer.Option(
+            "--ray",
+            help="Run the points as Ray tasks: a head's address, or 'auto': Ray only where it pays (several nodes),"
+            " else the local pool, said on stderr (atbprof[ray]).",
+        ),
     ] = None,
     keep_runs: Annotated[
         bool, typer.Option("--keep-runs", help="Also write every point's whole run (ops, steps, trace) under runs/.")
@@ -65,7 +69,7 @@ def sweep(
                 out=out,
                 compare=compare,
                 workers=workers,
-                ray=ray,
+                ray=ray_address(ray),
                 keep_runs=keep_runs,
                 force=force,
                 on_point=on_point,

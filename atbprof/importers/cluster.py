@@ -289,11 +289,11 @@ def gather(
 def load_cluster(path: Path, *, workers: int | None = None, ray: str | None = None) -> Cluster:
     """Read every rank of a cluster directory (or of a run of ours on several devices); a rank that cannot be
     read is a warning, fewer than two an error. Ranks are read by `workers` processes or on Ray (scale/pool.py)."""
-    from atbprof.scale.pool import map_ordered
+    from atbprof.scale.pool import map_ordered, read_workers
 
     path = Path(path)
     if is_run_dir(path):
         return _load_run(path)
     dirs = discover(path)
     with tempfile.TemporaryDirectory(prefix="atbprof-cluster-") as tmp:
-        return gather(path, map_ordered(read_rank, dirs, workers=workers, ray=ray), Path(tmp))
+        return gather(path, map_ordered(read_rank, dirs, workers=read_workers(workers), ray=ray), Path(tmp))

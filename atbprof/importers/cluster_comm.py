@@ -9,6 +9,7 @@ Arrow's group-by, not a Python dict per link."""
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -75,6 +76,17 @@ def _texts(values: Iterable[Any]) -> list[str | None]:
     return [None if v is None else str(v) for v in values]
 
 
+def _fields(dicts: list[dict[str, Any]], defaults: dict[str, Any]) -> list[list[Any]]:
+    """The values of `defaults`' keys in each dict, as one list per key (a key a dict lacks reads as its default):
+    one C-level itemgetter call per dict while every dict has every key, as torch_npu writes them."""
+    keys = tuple(defaults)
+    try:
+        rows = list(map(operator.itemgetter(*keys), dicts))
+    except KeyError:
+        rows = [tuple(d.get(k, v) for k, v in defaults.items()) for d in dicts]
+    return [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in keys]
+
+
 def _rank_column(rank: int, n: int) -> pa.Array:
     return pa.array(np.full(n, rank, dtype=np.int32))
 
@@ -83,37 +95,34 @@ def json_tables(
     rank: int, doc: Any, matrix: Any, warnings: list[str], path: Path, matrix_path: Path
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """(ops, bandwidth, links) of a communication.json and a communication_matrix.json (as parsed)."""
-    op_keys: list[tuple[str, str]] = []  # (step key, op key): steps, names and the messages
-    sections: list[str] = []
-    raw: dict[str, list[Any]] = {k: [] for k in ("start_us", *TIME_KEYS)}
-    time_labels = list(TIME_KEYS.items())
-    bw_rows: list[int] = []  # the op (index into op_keys) each transport row is of
-    bw_transport: list[str] = []
-    bw_raw: dict[str, list[Any]] = {"size_mb": [], "time_ms": [], "bandwidth_gbps": []}
+    # gathered by comprehensions over all ops at once (a rank of a large job lists thousands a step), each level's
+    # shape checked as it is walked and a bad entry named
+    entries: list[tuple[str, str, str, Any]] = []  # (step key, section, op key, info)
     for step_key, by_section in items(doc, path):
-        for kind, entries in items(by_section, path):
-            for key, info in items(entries, path):
-                if key.startswith("Total"):
-                    continue
-                if not isinstance(info, dict):
-                    raise InputError(f"{path} {step_key} {key}: expected an object, found {type(info).__name__}")
-                t = info.get("Communication Time Info") or {}
-                if not isinstance(t, dict):
-                    raise InputError(f"{path} {step_key} {key}: Communication Time Info is not an object")
-                op_keys.append((step_key, key))
-                sections.append(kind)
-                raw["start_us"].append(t.get("Start Timestamp(us)", 0))
-                for k, label in time_labels:
-                    raw[k].append(t.get(label, 0))
-                op = len(op_keys) - 1
-                for transport, b in items(info.get("Communication Bandwidth Info") or {}, path):
-                    if not isinstance(b, dict):
-                        raise InputError(f"{path} {step_key} {key} {transport}: expected an object")
-                    bw_rows.append(op)
-                    bw_transport.append(transport)
-                    bw_raw["size_mb"].append(b.get("Transit Size(MB)", 0))
-                    bw_raw["time_ms"].append(b.get("Transit Time(ms)", 0))
-                    bw_raw["bandwidth_gbps"].append(b.get("Bandwidth(GB/s)", 0))
+        for kind, ops_of in items(by_section, path):
+            entries += [(step_key, kind, k, v) for k, v in items(ops_of, path) if not k.startswith("Total")]
+    bad = next((e for e in entries if type(e[3]) is not dict), None)
+    if bad is not None:
+        raise InputError(f"{path} {bad[0]} {bad[2]}: expected an object, found {type(bad[3]).__name__}")
+    times = [e[3].get("Communication Time Info") or {} for e in entries]
+    bad_at = next((i for i, t in enumerate(times) if type(t) is not dict), None)
+    if bad_at is not None:
+        raise InputError(f"{path} {entries[bad_at][0]} {entries[bad_at][2]}: Communication Time Info is not an object")
+    op_keys = [(e[0], e[2]) for e in entries]  # (step key, op key): steps, names and the messages
+    sections = [e[1] for e in entries]
+    labels = {"start_us": "Start Timestamp(us)", **TIME_KEYS}
+    raw = dict(zip(labels, _fields(times, dict.fromkeys(labels.values(), 0)), strict=True))
+    by_op = [list(items(e[3].get("Communication Bandwidth Info") or {}, path)) for e in entries]
+    bw_rows: list[int] = np.repeat(np.arange(len(by_op)), [len(b) for b in by_op]).tolist()  # each row's op
+    pairs = [p for b in by_op for p in b]
+    bad_at = next((i for i, (_, b) in enumerate(pairs) if type(b) is not dict), None)
+    if bad_at is not None:
+        step_key, key = op_keys[bw_rows[bad_at]]
+        raise InputError(f"{path} {step_key} {key} {pairs[bad_at][0]}: expected an object")
+    bw_transport = [t for t, _ in pairs]
+    bw_labels = {"size_mb": "Transit Size(MB)", "time_ms": "Transit Time(ms)", "bandwidth_gbps": "Bandwidth(GB/s)"}
+    bw_raw = dict(zip(bw_labels, _fields([b for _, b in pairs], dict.fromkeys(bw_labels.values(), 0)), strict=True))
+    time_labels = list(TIME_KEYS.items())
 
     def where(i: int) -> str:
         return f"{path} {op_keys[i][0]} {op_keys[i][1]}"
@@ -178,19 +187,27 @@ def _matrix_columns(matrix: Any, path: Path) -> dict[str, list[Any]]:
 
     ops = [k.partition("@") for _, _, k in entries]
     ends = {p: p.partition("-") for p in set(pair_keys)}
-    full_keys = per_link([k for _, _, k in entries])
+    labels = {
+        "name": "Op Name",
+        "transport": "Transport Type",
+        "size_mb": "Transit Size(MB)",
+        "time_ms": "Transit Time(ms)",
+        "bandwidth_gbps": "Bandwidth(GB/s)",
+    }
+    figures = dict(
+        zip(labels, _fields(links, {**dict.fromkeys(labels.values(), 0), "Transport Type": ""}), strict=True)
+    )
+    if not all("Op Name" in v for v in links):  # a link without its op's name is named by its entry's key
+        full_keys = per_link([k for _, _, k in entries])
+        figures["name"] = [v.get("Op Name", k) for v, k in zip(links, full_keys, strict=True)]
     return {
         "step": per_link([e[0] for e in entries]),
         "section": per_link([e[1] for e in entries]),
         "key": per_link([o[0] for o in ops]),
-        "name": [v.get("Op Name", k) for v, k in zip(links, full_keys, strict=True)],
         "group": per_link([o[2] for o in ops]),
         "src": [ends[p][0] for p in pair_keys],
         "dst": [ends[p][2] for p in pair_keys],
-        "transport": [v.get("Transport Type", "") for v in links],
-        "size_mb": [v.get("Transit Size(MB)", 0) for v in links],
-        "time_ms": [v.get("Transit Time(ms)", 0) for v in links],
-        "bandwidth_gbps": [v.get("Bandwidth(GB/s)", 0) for v in links],
+        **figures,
     }
 
 

@@ -20,7 +20,7 @@ from atbprof.importers.csv_tables import classify, header_of, read_op_table
 from atbprof.importers.guard import importer
 from atbprof.importers.kineto import read_kineto
 from atbprof.importers.kineto_decode import NotFast, decode_kineto
-from atbprof.importers.kineto_scan import scan_kineto
+from atbprof.importers.kineto_scan import native_scanner, scan_kineto
 from atbprof.importers.ours import is_run_dir, load_run
 from atbprof.importers.trace_events import TraceEvents, load_trace
 from atbprof.inputs import gunzip, read_bytes, read_head
@@ -148,7 +148,9 @@ def _ascend_profile(path: Path, trace: TraceEvents) -> Profile:
 def _fast_kineto(path: Path, data: bytes, framework: bool = True) -> Profile | None:
     """A Kineto trace through the fast decoder; None: the general path must read it (and explain any problem)."""
     try:
-        trace = scan_kineto(path, data) or decode_kineto(path, data)
+        # the native scanner, where built, decides alone: what it refuses (a number past double range in a field
+        # no importer reads, ...) msgspec would skip without checking, and orjson refuses
+        trace = scan_kineto(path, data) if native_scanner() else decode_kineto(path, data)
         if trace is None or is_ascend_trace(trace):
             return None
         return _kineto_profile(path, trace, framework)

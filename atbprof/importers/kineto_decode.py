@@ -13,6 +13,7 @@ runs the general orjson path, which gives the same tables for valid input and th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from operator import attrgetter
 from pathlib import Path
@@ -63,6 +64,10 @@ class _Doc(msgspec.Struct, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(_Doc)
+_OUT_OF_RANGE = re.compile(rb"[:,\[]\s*-?(?:[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]{3}|[0-9]{300})")
+"""A JSON number that may be past double range (an exponent of 3+ digits, or 300+ digits): orjson refuses those, so
+the general path reads the file (rare in real traces; the same text inside a string matches too, which only costs
+speed)."""
 _TOP_KEYS = ("schemaVersion", "displayTimeUnit", "baseTimeNanoseconds", "distributedInfo", "traceName")
 _ARG_FIELDS = {"correlation": "correlation", "stream": "stream", "Input Dims": "input_dims", "name": "name"}
 _NUMBER_START = np.zeros(256, bool)
@@ -78,6 +83,8 @@ def decode_kineto(path: Path, data: bytes) -> TraceEvents | None:
             data.decode("utf-8")
         except UnicodeDecodeError:
             return None
+    if _OUT_OF_RANGE.search(data):  # msgspec skips unread fields without checking their numbers; orjson refuses these
+        return None
     try:
         doc = _DECODER.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):

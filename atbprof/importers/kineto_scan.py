@@ -92,6 +92,11 @@ class _Lazy(Sequence[Any]):
         return self._n
 
 
+def native_scanner() -> bool:
+    """Is the C scanner built (a C compiler at install time)?"""
+    return native is not None
+
+
 def scan_kineto(path: Path, data: bytes) -> ScannedEvents | None:
     """The trace's columns, or None when the next path must read it."""
     if native is None:  # built without a C compiler: kineto_decode.py serves instead

@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
+from pathlib import Path
 from typing import Any, TypeVar
 
 from atbprof.errors import InputError
@@ -29,6 +30,20 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
 
 
+READ_POOL_MIN_CORES = 4
+"""Reading ranks (a cluster's files) pays for a pool only with cores to spare beyond the process that gathers the
+tables: on 2 cores (scripts/bench_cluster.py) two workers were slower than this process alone at 32 ranks (2.75-3.30
+vs 2.37-2.77 s) and 128 ranks (8.07 vs 7.00 s): their start and the tables sent back cost more than they save."""
+
+
+def read_workers(workers: int | None) -> int | None:
+    """The workers for reading ranks: as given, else this process on a machine with fewer than
+    READ_POOL_MIN_CORES cores (a sweep's points, which compute more per item, keep the pool)."""
+    if workers is None and (os.cpu_count() or 1) < READ_POOL_MIN_CORES:
+        return 0
+    return workers
+
+
 def check_workers(workers: int | None) -> None:
     if workers is not None and not 0 <= workers <= MAX_WORKERS:
         raise InputError(f"--workers {workers}: expected 0 (this process) to {MAX_WORKERS}")
@@ -38,9 +53,11 @@ def map_ordered(
     fn: Callable[[T], R], items: Iterable[T], *, workers: int | None = None, ray: str | None = None
 ) -> Iterator[R]:
     """`fn` of every item, in order. `workers`: None = one per core when there are enough items, 0 or 1 = this
-    process; `ray`: run on a Ray cluster instead."""
+    process; `ray`: run on a Ray cluster instead ("auto": where one pays, `choose_ray`)."""
     check_workers(workers)
     todo = list(items)
+    if ray is not None and ray.strip() == "auto":
+        ray, _ = choose_ray(ray)
     if ray is not None:
         return _ray_map(fn, todo, ray)
     n = default_workers() if workers is None else workers
@@ -148,13 +165,59 @@ def _ray_map(fn: Callable[[T], R], todo: list[T], address: str) -> Iterator[R]:
         raise InputError("--ray: give 'auto' (the running cluster) or a head's address, e.g. 127.0.0.1:6379")
     if not ray.is_initialized():
         _probe(address)
-        try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as err:
-            raise InputError(
-                f"--ray {address}: no Ray cluster there ({str(err).splitlines()[0] if str(err) else err}); start one "
-                "with `ray start --head` or pass its address"
-            ) from None
+        _connect(ray, address)
     task = ray.remote(fn)
     window = max(2, int(ray.cluster_resources().get("CPU", 1))) * IN_FLIGHT_PER_WORKER
     return _windowed(lambda x: task.remote(x), ray.get, todo, window)
+
+
+def _connect(ray: Any, address: str) -> None:
+    """Join the Ray cluster at `address`, its workers importing the atbprof this process runs. Ray puts the
+    driver's working directory first on its workers' path: started from a source checkout, workers would import
+    the checkout's atbprof (without its built parts) instead of the installed one. So the driver joins from the
+    directory that holds its own atbprof package, and that is what the workers find."""
+    import atbprof
+
+    here = os.getcwd()
+    os.chdir(Path(atbprof.__file__).resolve().parent.parent)
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        raise InputError(
+            f"--ray {address}: no Ray cluster there ({str(err).splitlines()[0] if str(err) else err}); start one "
+            "with `ray start --head` or pass its address"
+        ) from None
+    finally:
+        os.chdir(here)
+
+
+def choose_ray(ray: str | None) -> tuple[str | None, str | None]:
+    """(where to run: a Ray address, or None for the local process pool; why, when `--ray auto` chose). An
+    address the user names is used as given. `auto` uses Ray only where it can pay: when RAY_ADDRESS names a
+    cluster, or the running cluster has more CPUs than this machine (several nodes). On one machine Ray's task
+    overhead only slows the work (measured: a 32-rank cluster analysis 1.47x and a sweep 1.13x slower than the
+    local pool, docs/performance.md), so it runs in the local pool and says so."""
+    if ray is None or ray.strip() != "auto":
+        return ray, None
+    named = os.environ.get("RAY_ADDRESS")
+    if named:
+        return named, f"--ray auto: RAY_ADDRESS names a cluster ({named}): running on it"
+    try:
+        import ray as ray_lib
+    except ImportError:
+        return None, "--ray auto: Ray is not installed (the `ray` extra): running in the local process pool"
+    local = os.cpu_count() or 1
+    if not ray_lib.is_initialized():
+        try:
+            _connect(ray_lib, "auto")
+        except InputError:
+            return None, "--ray auto: no Ray cluster is running: running in the local process pool"
+    cpus = int(ray_lib.cluster_resources().get("CPU", 0))
+    nodes = sum(1 for n in ray_lib.nodes() if n.get("Alive"))
+    if nodes > 1 or cpus > local:
+        return "auto", f"--ray auto: the Ray cluster has {nodes} node(s) and {cpus} CPUs (this machine {local}): on Ray"
+    ray_lib.shutdown()
+    return None, (
+        f"--ray auto: the Ray cluster is this machine alone ({cpus} CPUs), where Ray only adds overhead: running in "
+        "the local process pool (name the head, --ray HOST:PORT, to use it anyway)"
+    )

@@ -192,3 +192,32 @@ def test_the_catalogues_unfused_sequences_tolerate_memset_transdata_and_casts_be
     members = hits[0][1]
     assert members[0] == 2 and set(between) <= set(members)  # the MemSet in front of the sequence is not one
     assert (4 in members) is (fused_as != "SwiGlu")  # the up projection between Swish and Mul is not a member
+
+
+def test_first_match_is_fnmatch_in_order() -> None:
+    """The set + combined-regex matcher names the class fnmatchcase, glob by glob in order, would."""
+    import fnmatch
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from atbprof.analyze.patterns import _first_match
+
+    p = load_patterns(None)
+    levels = (p.kernel.classes, p.framework.classes, p.categories)
+    globs = sorted({g for d in levels for v in d.values() for g in v})
+
+    def plain(d: dict[str, tuple[str, ...]], t: str) -> str | None:
+        return next((n for n, gs in d.items() if any(fnmatch.fnmatchcase(t, g) for g in gs)), None)
+
+    for g in globs:  # every glob's own text, and its wildcards filled in
+        for t in (g, g.replace("*", "Xy").replace("?", "Q")):
+            assert all(_first_match(d, t) == plain(d, t) for d in levels), t
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.sampled_from(globs), st.text(alphabet="aZ_:.0", max_size=4), st.booleans())
+    def check(g: str, extra: str, front: bool) -> None:
+        t = extra + g.replace("*", extra) if front else g.replace("*", extra) + extra
+        assert all(_first_match(d, t) == plain(d, t) for d in levels)
+
+    check()

@@ -82,3 +82,17 @@ def test_mutated_traces_fast_path_agrees_or_steps_aside(small_trace: bytes, data
     general = _general(path, mutated)
     assert isinstance(general, Profile), f"the fast path accepted what the general path rejects: {general}"
     _same(fast, general)
+
+
+def test_a_number_past_double_range_in_an_unread_field_steps_aside(small_trace: bytes) -> None:
+    """Found by the mutation test: a top-level key renamed (so its value is not read) holding 3e079637504. orjson
+    refuses the file; the fast paths (the C scanner, and msgspec where it is not built) step aside, so the general
+    path names the problem."""
+    mutated = bytearray(small_trace)
+    mutated[small_trace.index(b'"deviceProperties"') + 1] = ord("0")
+    at = small_trace.index(b"34079637504")
+    mutated[at + 1] = ord("e")
+    path = Path("mutated.json")
+    assert _fast_kineto(path, bytes(mutated)) is None
+    assert decode_kineto(path, bytes(mutated)) is None
+    assert not isinstance(_general(path, bytes(mutated)), Profile)

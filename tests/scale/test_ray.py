@@ -132,3 +132,57 @@ def test_no_ray_head_is_one_clear_message(sim_cluster: Path) -> None:
 
 def test_ray_binary_is_beside_the_interpreter() -> None:
     assert RAY_BIN.is_file() or shutil.which("ray")
+
+
+def test_workers_import_the_drivers_atbprof_from_any_directory(ray_head: str, tmp_path: Path) -> None:
+    """Ray puts the driver's working directory first on its workers' path. A driver started inside a directory
+    holding another `atbprof` (a source checkout whose built parts are missing, beside an installed atbprof) must
+    still have its workers run its own atbprof."""
+    shadow = tmp_path / "checkout"
+    (shadow / "atbprof").mkdir(parents=True)
+    (shadow / "atbprof" / "__init__.py").write_text("raise ImportError('the checkout, not the installed atbprof')\n")
+    code = (
+        "import os; from atbprof.scale.pool import map_ordered, _parent_gone; "
+        f"print(list(map_ordered(_parent_gone, [os.getpid(), os.getpid()], ray={ray_head!r})))"
+    )
+    # -I: the driver itself imports the installed atbprof (no working directory on its own path)
+    done = subprocess.run([sys.executable, "-I", "-c", code], cwd=shadow, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[False, False]"
+    assert Path.cwd() != shadow
+
+
+def test_ray_auto_runs_locally_on_one_machine(ray_head: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--ray auto` joined to a one-node head no bigger than this machine runs in the local pool and says why; a
+    head with more CPUs than this machine (as several nodes have) is used; a named address is used as given."""
+    from atbprof.scale.pool import choose_ray
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert choose_ray(ray_head) == (ray_head, None)
+    assert choose_ray(None) == (None, None)
+    if not ray.is_initialized():
+        ray.init(address=ray_head, logging_level="ERROR", log_to_driver=False)
+    cpus = int(ray.cluster_resources()["CPU"])
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)  # this machine as big as the head: one machine
+    address, why = choose_ray("auto")
+    assert address is None and why is not None
+    assert f"this machine alone ({cpus} CPUs)" in why and "local process pool" in why
+    assert not ray.is_initialized()  # left: the work runs in the local pool
+    ray.init(address=ray_head, logging_level="ERROR", log_to_driver=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus - 1)  # the head offers more CPUs than this machine has
+    address, why = choose_ray("auto")
+    assert address == "auto" and why is not None and f"{cpus} CPUs (this machine {cpus - 1})" in why
+    monkeypatch.setenv("RAY_ADDRESS", ray_head)
+    assert choose_ray("auto") == (ray_head, f"--ray auto: RAY_ADDRESS names a cluster ({ray_head}): running on it")
+
+
+def test_the_cli_says_what_ray_auto_chose(ray_head: str, sim_cluster: Path, tmp_path: Path) -> None:
+    """Through the command: the note on stderr, and the same report as the local pool gives."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_ADDRESS"] = ray_head
+    base = [sys.executable, "-m", "atbprof", "analyze", str(sim_cluster), "--format", "json"]
+    done = subprocess.run([*base, "--ray", "auto"], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"--ray auto: RAY_ADDRESS names a cluster ({ray_head})" in done.stderr
+    local = subprocess.run([*base, "--workers", "0"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert json.loads(done.stdout) == json.loads(local.stdout)

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""`atbprof analyze` of runs from 10 k to 20 M ops: wall time, time per op and peak memory, each in a fresh process.
+
+    python scripts/bench_scale.py                  # 10k, 100k, 1M, 4.1M ops and the 20.5M-op TP8 run
+    python scripts/bench_scale.py --only 4m,20m    # a few sizes
+
+The single-device runs are LLaMA-2-7B on 910B2, eager, `fusion none` (the most ops per token), prompt 128, with the
+decode tokens that give the size; the 20.5 M-op run is LLaMA-2-70B TP8 graph mode, 3,150 decode tokens (every
+rank's ops in one ops.parquet: `analyze` reads it as a cluster of 8 ranks). Runs are made once and cached under
+.bench-cache/ (no trace). Each size is analysed --repeat times (`--format json`, output discarded); medians of the
+wall time, the largest peak RSS (wait4), and the load average before and after are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".bench-cache" / "scale"
+ATBPROF = Path(sys.executable).parent / "atbprof"
+FIXTURES = ROOT / "fixtures"
+
+SIZES = {  # name -> (config, overrides)
+    "10k": ("llama2-7b-910b2.yaml", ["fusion.strategy=none", "workload.prompt_len=128", "workload.decode_tokens=5"]),
+    "100k": ("llama2-7b-910b2.yaml", ["fusion.strategy=none", "workload.prompt_len=128", "workload.decode_tokens=60"]),
+    "1m": ("llama2-7b-910b2.yaml", ["fusion.strategy=none", "workload.prompt_len=128", "workload.decode_tokens=605"]),
+    "4m": ("llama2-7b-910b2.yaml", ["fusion.strategy=none", "workload.prompt_len=128", "workload.decode_tokens=2480"]),
+    "20m": ("llama2-70b-910b2-tp8.yaml", ["workload.prompt_len=128", "workload.decode_tokens=3150"]),
+}
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def make_run(name: str) -> Path:
+    config, overrides = SIZES[name]
+    out = CACHE / name
+    if not (out / "run.json").exists():
+        sets = [a for o in [*overrides, "output.trace=false"] for a in ("--set", o)]
+        subprocess.run(
+            [ATBPROF, "run", "--config", FIXTURES / config, *sets, "--out", out, "--force", "--format", "json"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    return out
+
+
+def ops_of(run: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.read_metadata(run / "ops.parquet").num_rows)
+
+
+def timed(cmd: list[str | Path]) -> tuple[float, float]:
+    """(wall seconds, peak RSS MB) of one command in a fresh process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"{cmd} failed:\n{err.decode(errors='replace')[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", help=f"comma-separated sizes of {', '.join(SIZES)}")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per size (1 for 20m)")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args()
+    names = args.only.split(",") if args.only else list(SIZES)
+    rows = []
+    print(f"{'size':>5} {'ops':>11} {'wall s':>7} {'us/op':>6} {'peak MB':>8} {'bytes/op':>8}  load before / after")
+    for name in names:
+        run = make_run(name)
+        ops = ops_of(run)
+        before = load()
+        runs = [
+            timed([ATBPROF, "analyze", run, "--format", "json"]) for _ in range(1 if name == "20m" else args.repeat)
+        ]
+        wall, rss = statistics.median(w for w, _ in runs), max(r for _, r in runs)
+        row = {"size": name, "ops": ops, "wall_s": wall, "us_per_op": wall / ops * 1e6, "peak_mb": rss}
+        row["load"] = [before, load()]
+        rows.append(row)
+        print(
+            f"{name:>5} {ops:>11,} {wall:>7.2f} {wall / ops * 1e6:>6.2f} {rss:>8.0f} {rss * 2**20 / ops:>8.0f}"
+            f"  {before} / {load()}",
+            flush=True,
+        )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"bench": "scale", "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
