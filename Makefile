@@ -38,11 +38,17 @@ format: venv
 	$(BIN)/ruff format atbprof tests scripts
 	$(BIN)/ruff check --fix atbprof tests scripts
 
+# The benches whose results feed docs/performance.md's summary write them to benchmarks/; the summary is then
+# generated from those files (scripts/bench_summary.py), so the page never holds a hand-copied figure.
 bench: venv
 	$(BIN)/python scripts/bench_run.py
 	$(BIN)/python scripts/bench_fidelity.py
 	$(BIN)/python scripts/prefill_grid.py
-	$(BIN)/python scripts/bench_sweep.py
+	$(BIN)/python scripts/bench_sweep.py --json benchmarks/sweep.json
+	$(BIN)/python scripts/bench_scale.py --json benchmarks/scale.json
+	$(BIN)/python scripts/bench_cluster.py --ranks 4,32,128 --json benchmarks/cluster.json
+	$(BIN)/python scripts/bench_diff.py --json benchmarks/diff.json
+	$(BIN)/python scripts/bench_summary.py
 
 calibrate: venv
 	$(BIN)/python scripts/calibrate.py --sweep

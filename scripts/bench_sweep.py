@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -127,7 +128,9 @@ def main() -> None:
         print(f"plot of the {ops:,}-op run: median {med:.2f} s of {[round(w, 2) for w in walls]} (target: < 3 s)")
         shutil.rmtree(run, ignore_errors=True)
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=1))
+        figures["load"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(figures, indent=1) + "\n")
 
 
 if __name__ == "__main__":

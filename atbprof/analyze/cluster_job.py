@@ -110,7 +110,6 @@ def analyze_cluster_path(
     from atbprof.scale.pool import check_workers, map_ordered, read_workers
 
     check_workers(workers)
-    workers = read_workers(workers)
     path = Path(path)
     target = (
         check_output_dir(tables, "cluster-tables", force=force, inputs=[path], option="--tables") if tables else None
@@ -150,6 +149,7 @@ def analyze_cluster_path(
 
         checked_release(cann_version, "--cann-version")
     tasks = [RankTask(d, findings, top, patterns_file, cann_version) for d in discover(path)]
+    workers = read_workers(workers, len(tasks))
     by_rank: dict[int, tuple[list[RankFinding], float | None]] = {}
 
     def parts(store: Path) -> Iterator[RankPart]:

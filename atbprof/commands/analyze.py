@@ -40,8 +40,8 @@ def analyze(
     workers: Annotated[
         int | None,
         typer.Option(
-            help="Cluster: processes reading ranks (default: one per core from 8 ranks on 4 or more cores, else "
-            "this process; 0 = this process)."
+            help="Cluster: processes reading ranks (default: one per core from 8 ranks, from 256 on fewer than 4 "
+            "cores; 0 = this process)."
         ),
     ] = None,
     ray: Annotated[

@@ -296,4 +296,4 @@ def load_cluster(path: Path, *, workers: int | None = None, ray: str | None = No
         return _load_run(path)
     dirs = discover(path)
     with tempfile.TemporaryDirectory(prefix="atbprof-cluster-") as tmp:
-        return gather(path, map_ordered(read_rank, dirs, workers=read_workers(workers), ray=ray), Path(tmp))
+        return gather(path, map_ordered(read_rank, dirs, workers=read_workers(workers, len(dirs)), ray=ray), Path(tmp))

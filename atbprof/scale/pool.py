@@ -31,15 +31,19 @@ def default_workers() -> int:
 
 
 READ_POOL_MIN_CORES = 4
-"""Reading ranks (a cluster's files) pays for a pool only with cores to spare beyond the process that gathers the
-tables: on 2 cores (scripts/bench_cluster.py) two workers were slower than this process alone at 32 ranks (2.75-3.30
-vs 2.37-2.77 s) and 128 ranks (8.07 vs 7.00 s): their start and the tables sent back cost more than they save."""
+READ_POOL_MIN_RANKS = 256
+"""Reading ranks (a cluster's files) pays for a pool on a small machine only for a large cluster: on 2 cores
+(scripts/bench_cluster.py) two workers were slower than this process alone at 32 ranks (2.90 vs 2.40 s), even at
+128 (7.33 vs 7.21 s), and faster at 1,024 (55.6 vs 98.3 s): their start and the tables sent back cost more than
+they save until there are hundreds of ranks. With READ_POOL_MIN_CORES or more, a pool from POOL_MIN_ITEMS."""
 
 
-def read_workers(workers: int | None) -> int | None:
-    """The workers for reading ranks: as given, else this process on a machine with fewer than
-    READ_POOL_MIN_CORES cores (a sweep's points, which compute more per item, keep the pool)."""
-    if workers is None and (os.cpu_count() or 1) < READ_POOL_MIN_CORES:
+def read_workers(workers: int | None, ranks: int) -> int | None:
+    """The workers for reading `ranks` ranks: as given, else this process on a machine with fewer than
+    READ_POOL_MIN_CORES cores below READ_POOL_MIN_RANKS ranks (a sweep's points, which compute more per item,
+    keep the pool)."""
+    small = (os.cpu_count() or 1) < READ_POOL_MIN_CORES
+    if workers is None and small and ranks < READ_POOL_MIN_RANKS:
         return 0
     return workers
 
@@ -176,10 +180,8 @@ def _connect(ray: Any, address: str) -> None:
     driver's working directory first on its workers' path: started from a source checkout, workers would import
     the checkout's atbprof (without its built parts) instead of the installed one. So the driver joins from the
     directory that holds its own atbprof package, and that is what the workers find."""
-    import atbprof
-
     here = os.getcwd()
-    os.chdir(Path(atbprof.__file__).resolve().parent.parent)
+    os.chdir(Path(__file__).resolve().parents[2])  # atbprof/scale/pool.py -> the directory holding atbprof/
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as err:
