@@ -46,7 +46,7 @@ bench: venv
 	$(BIN)/python scripts/prefill_grid.py
 	$(BIN)/python scripts/bench_sweep.py --json benchmarks/sweep.json
 	$(BIN)/python scripts/bench_scale.py --json benchmarks/scale.json
-	$(BIN)/python scripts/bench_cluster.py --ranks 4,32,128 --json benchmarks/cluster.json
+	$(BIN)/python scripts/bench_cluster.py --ranks 4,32,128,1024 --json benchmarks/cluster.json
 	$(BIN)/python scripts/bench_diff.py --json benchmarks/diff.json
 	$(BIN)/python scripts/bench_summary.py
 
