@@ -4,6 +4,7 @@ sample in ../shared/anchors; ascend_profiling_formats.md 2.3), so msprof-analyze
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -195,19 +196,44 @@ def _total(ops: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class CommContext:
+    """What pricing and placing one rank's communication needs: the device, its tp group, the collectives' static
+    cost, the rank's tp and pp groups and their communicator names, and the HBM rate (a LOCAL link's)."""
+
+    device: DeviceSpec
+    tp: int
+    group: CollectiveGroup
+    static_ms: float
+    tp_ranks: list[int]
+    pp_ranks: list[int]
+    gids: dict[str, str]
+    hbm_gbps: float
+
+
+def comm_context(source: RunSource, rank: int) -> CommContext:
+    device = DeviceSpec.model_validate(source.doc["device"])
+    return CommContext(
+        device=device,
+        tp=parallel_of(source)["tp"],
+        group=tp_group(source),
+        static_ms=float(device.topology.collective_static_us) / 1e3,  # type: ignore[union-attr]
+        tp_ranks=group_ranks(source, rank),
+        pp_ranks=group_ranks(source, rank, "pp"),
+        gids={k: group_hash(group_key(source, rank, k)) for k in ("tp", "pp")},
+        hbm_gbps=float(source.doc["device"]["hbm"]["bandwidth_gbps"]),
+    )
+
+
 def communication(source: RunSource, rank: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """(communication.json, communication_matrix.json) of one rank: per step, each collective (and, in `p2p`, each
     pipeline send and receive) with its time split (Elapse = the task; Transit = the alpha-beta transfer; Wait =
     what it waited for its peers), its bytes per transport, and the matrix of its links (a collective: this rank to
     each peer of its tp group; a send: to the next stage; a receive: from the previous one)."""
     rows = _comm_rows(source)
-    device = DeviceSpec.model_validate(source.doc["device"])
-    tp = parallel_of(source)["tp"]
-    group = tp_group(source)
-    static_ms = float(device.topology.collective_static_us) / 1e3  # type: ignore[union-attr]
-    tp_ranks, pp_ranks = group_ranks(source, rank), group_ranks(source, rank, "pp")
-    gids = {k: group_hash(group_key(source, rank, k)) for k in ("tp", "pp")}
-    hbm_gbps = float(source.doc["device"]["hbm"]["bandwidth_gbps"])
+    c = comm_context(source, rank)
+    device, tp, group, static_ms, hbm_gbps = c.device, c.tp, c.group, c.static_ms, c.hbm_gbps
+    tp_ranks, pp_ranks, gids = c.tp_ranks, c.pp_ranks, c.gids
     comm: dict[str, Any] = {}
     matrix: dict[str, Any] = {}
     if not rows.num_rows:

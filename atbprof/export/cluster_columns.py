@@ -16,17 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.device.collectives import collective_ns, place_pair
-from atbprof.device.spec import DeviceSpec
-from atbprof.export.cluster import (
-    KIND_OF,
-    TRANSPORTS,
-    _comm_rows,
-    group_hash,
-    group_key,
-    group_ranks,
-    parallel_of,
-    tp_group,
-)
+from atbprof.export.cluster import KIND_OF, TRANSPORTS, _comm_rows, comm_context
 from atbprof.export.common import EPOCH_BASE_NS, RunSource
 from atbprof.importers.cluster_comm import links_table
 from atbprof.importers.cluster_tables import BANDWIDTH_SCHEMA, OPS_SCHEMA
@@ -57,13 +47,9 @@ def communication_tables(
     rows = _comm_rows(source)
     if not rows.num_rows:
         return OPS_SCHEMA.empty_table(), BANDWIDTH_SCHEMA.empty_table(), links_table(rank, {"step": []}, [], "")
-    device = DeviceSpec.model_validate(source.doc["device"])
-    tp = parallel_of(source)["tp"]
-    group = tp_group(source)
-    static_ms = float(device.topology.collective_static_us) / 1e3  # type: ignore[union-attr]
-    tp_ranks, pp_ranks = group_ranks(source, rank), group_ranks(source, rank, "pp")
-    gids = {k: group_hash(group_key(source, rank, k)) for k in ("tp", "pp")}
-    hbm_gbps = float(source.doc["device"]["hbm"]["bandwidth_gbps"])
+    c = comm_context(source, rank)
+    device, tp, group, static_ms, hbm_gbps = c.device, c.tp, c.group, c.static_ms, c.hbm_gbps
+    tp_ranks, pp_ranks, gids = c.tp_ranks, c.pp_ranks, c.gids
 
     step = rows.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
     names = rows.column("op_name").cast(pa.string()).combine_chunks()
