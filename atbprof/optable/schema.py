@@ -190,7 +190,8 @@ def read_ops(
     if rank is not None:
         ops = ops.filter(pc.equal(ops.column("rank"), rank))
     check_times(ops, str(path), need_rows=need_rows)
-    others = [g for g in range(meta.num_row_groups) if g not in set(groups)]
+    read = set(groups)
+    others = [g for g in range(meta.num_row_groups) if g not in read]
     verify_pages(path, [n for n in names if n not in held], groups)
     if check_other_ranks:
         verify_pages(path, names, others)

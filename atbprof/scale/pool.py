@@ -197,8 +197,8 @@ def choose_ray(ray: str | None) -> tuple[str | None, str | None]:
     """(where to run: a Ray address, or None for the local process pool; why, when `--ray auto` chose). An
     address the user names is used as given. `auto` uses Ray only where it can pay: when RAY_ADDRESS names a
     cluster, or the running cluster has more CPUs than this machine (several nodes). On one machine Ray's task
-    overhead only slows the work (measured: a 32-rank cluster analysis 1.47x and a sweep 1.13x slower than the
-    local pool, docs/performance.md), so it runs in the local pool and says so."""
+    overhead only slows the work (measured on 2 cores: a 32-rank cluster analysis 2.1x and a 1,008-point sweep
+    1.06x slower than without Ray, docs/performance.md), so it runs in the local pool and says so."""
     if ray is None or ray.strip() != "auto":
         return ray, None
     named = os.environ.get("RAY_ADDRESS")
@@ -209,7 +209,8 @@ def choose_ray(ray: str | None) -> tuple[str | None, str | None]:
     except ImportError:
         return None, "--ray auto: Ray is not installed (the `ray` extra): running in the local process pool"
     local = os.cpu_count() or 1
-    if not ray_lib.is_initialized():
+    joined = not ray_lib.is_initialized()  # a caller's own Ray session is left as it was
+    if joined:
         try:
             _connect(ray_lib, "auto")
         except InputError:
@@ -218,7 +219,8 @@ def choose_ray(ray: str | None) -> tuple[str | None, str | None]:
     nodes = sum(1 for n in ray_lib.nodes() if n.get("Alive"))
     if nodes > 1 or cpus > local:
         return "auto", f"--ray auto: the Ray cluster has {nodes} node(s) and {cpus} CPUs (this machine {local}): on Ray"
-    ray_lib.shutdown()
+    if joined:
+        ray_lib.shutdown()
     return None, (
         f"--ray auto: the Ray cluster is this machine alone ({cpus} CPUs), where Ray only adds overhead: running in "
         "the local process pool (name the head, --ray HOST:PORT, to use it anyway)"
