@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.device.collectives import collective_ns, place_pair
-from atbprof.export.cluster import KIND_OF, TRANSPORTS, _comm_rows, comm_context
+from atbprof.export.cluster import KIND_OF, TRANSPORTS, CommContext, _comm_rows, comm_context
 from atbprof.export.common import EPOCH_BASE_NS, RunSource
 from atbprof.importers.cluster_comm import links_table
 from atbprof.importers.cluster_tables import BANDWIDTH_SCHEMA, OPS_SCHEMA
@@ -48,17 +48,15 @@ def communication_tables(
     if not rows.num_rows:
         return OPS_SCHEMA.empty_table(), BANDWIDTH_SCHEMA.empty_table(), links_table(rank, {"step": []}, [], "")
     c = comm_context(source, rank)
-    device, tp, group, static_ms, hbm_gbps = c.device, c.tp, c.group, c.static_ms, c.hbm_gbps
-    tp_ranks, pp_ranks, gids = c.tp_ranks, c.pp_ranks, c.gids
+    device, tp = c.device, c.tp
 
     step = rows.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
     names = rows.column("op_name").cast(pa.string()).combine_chunks()
     name_codes, _ = _encode(names)
-    types = pc.dictionary_encode(rows.column("op_type").cast(pa.string()).combine_chunks())
-    kind_names = sorted({*(KIND_OF.get(str(t), "AllReduce") for t in types.dictionary.to_pylist()), "AllReduce"})
-    type_kind = [kind_names.index(KIND_OF.get(str(t), "AllReduce")) for t in types.dictionary.to_pylist()]
-    type_codes = pc.fill_null(types.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    kind = np.array([*type_kind, kind_names.index("AllReduce")], dtype=np.int64)[type_codes]
+    type_codes, type_names = _encode(rows.column("op_type").cast(pa.string()).combine_chunks())
+    kind_of_type = [KIND_OF.get(str(t), "AllReduce") for t in type_names]
+    kind_names = sorted({*kind_of_type, "AllReduce"})
+    kind = np.array([kind_names.index(k) for k in [*kind_of_type, "AllReduce"]], dtype=np.int64)[type_codes]
     start = rows.column("task_start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
     dur = rows.column("task_dur_ns").to_numpy(zero_copy_only=False).astype(np.int64)
     sent = pc.fill_null(rows.column("comm_bytes"), 0).to_numpy(zero_copy_only=False).astype(np.float64)
@@ -78,7 +76,7 @@ def communication_tables(
             section[at] = _P2P
             message = sent[at]
         else:
-            link = group
+            link = c.group
             p = link.size
             factor = (2 if kind_name == "AllReduce" else 1) * (p - 1) / p
             message = sent[at] if kind_name == "Broadcast" else sent[at] / factor
@@ -100,10 +98,10 @@ def communication_tables(
     step, section, start, dur, sent, transit = (a[order] for a in (step, section, start, dur, sent, transit))
     kind, transport, suffix_codes = kind[order], transport[order], suffix_codes[order]
     names = names.take(pa.array(order))
-    gid = _strings(np.where(section == _P2P, 1, 0), [gids["tp"], gids["pp"]])
+    gid = _strings(np.where(section == _P2P, 1, 0), [c.gids["tp"], c.gids["pp"]])
 
     elapse = dur / 1e6
-    wait = np.maximum(0, dur - np.round((transit + static_ms) * 1e6)) / 1e6
+    wait = np.maximum(0, dur - np.round((transit + c.static_ms) * 1e6)) / 1e6
     idle = np.maximum(0.0, elapse - transit - wait)
     ops = pa.table(
         {
@@ -147,21 +145,9 @@ def communication_tables(
     matrix_keys = pc.binary_join_element_wise(
         _strings(kind, [k.lower() for k in kind_names]), _strings(suffix_codes, suffixes), "-"
     )
+    send = kind == (kind_names.index("Send") if "Send" in kind_names else -1)
     links = _links(
-        rank,
-        step,
-        section,
-        kind == (kind_names.index("Send") if "Send" in kind_names else -1),
-        matrix_keys,
-        names,
-        gid,
-        _strings(transport, transports),
-        size_mb,
-        transit,
-        tp_ranks,
-        pp_ranks,
-        tp,
-        hbm_gbps,
+        rank, c, step, section, send, matrix_keys, names, gid, _strings(transport, transports), size_mb, transit
     )
     return ops, bandwidth, links_table(rank, links, warnings, where)
 
@@ -181,6 +167,7 @@ def _strings(codes: np.ndarray, values: list[str]) -> pa.Array:
 
 def _links(
     rank: int,
+    c: CommContext,
     step: np.ndarray,
     section: np.ndarray,
     send: np.ndarray,
@@ -190,15 +177,11 @@ def _links(
     transport: pa.Array,
     size_mb: np.ndarray,
     transit: np.ndarray,
-    tp_ranks: list[int],
-    pp_ranks: list[int],
-    tp: int,
-    hbm_gbps: float,
 ) -> dict[str, object]:
     """The matrix's links of the ops as `links_table` columns (in the JSON's order): a collective's pairs to each
     peer of the tp group, a send's to the next stage, a receive's from the previous one, each followed by the
     rank's LOCAL entry."""
-    n = len(step)
+    n, tp, tp_ranks, pp_ranks = len(step), c.tp, c.tp_ranks, c.pp_ranks
     p2p = section == _P2P
     me_tp = tp_ranks.index(rank)
     peers_tp = [tp_ranks.index(r) for r in tp_ranks if r != rank]
@@ -234,6 +217,6 @@ def _links(
         "dst": dst,
         "transport": pc.if_else(pa.array(local), "LOCAL", transport.take(take)),
         "size_mb": share,
-        "time_ms": np.where(local, share / hbm_gbps, ms),
-        "bandwidth_gbps": np.where(local, round(hbm_gbps, 4), _ratio4(share, np.where(local, 0.0, ms))),
+        "time_ms": np.where(local, share / c.hbm_gbps, ms),
+        "bandwidth_gbps": np.where(local, round(c.hbm_gbps, 4), _ratio4(share, np.where(local, 0.0, ms))),
     }

@@ -113,16 +113,15 @@ def json_tables(
     labels = {"start_us": "Start Timestamp(us)", **TIME_KEYS}
     raw = dict(zip(labels, _fields(times, dict.fromkeys(labels.values(), 0)), strict=True))
     by_op = [list(items(e[3].get("Communication Bandwidth Info") or {}, path)) for e in entries]
-    bw_rows: list[int] = np.repeat(np.arange(len(by_op)), [len(b) for b in by_op]).tolist()  # each row's op
+    of = np.repeat(np.arange(len(by_op), dtype=np.int64), [len(b) for b in by_op])  # each transport row's op
     pairs = [p for b in by_op for p in b]
     bad_at = next((i for i, (_, b) in enumerate(pairs) if type(b) is not dict), None)
     if bad_at is not None:
-        step_key, key = op_keys[bw_rows[bad_at]]
+        step_key, key = op_keys[int(of[bad_at])]
         raise InputError(f"{path} {step_key} {key} {pairs[bad_at][0]}: expected an object")
     bw_transport = [t for t, _ in pairs]
     bw_labels = {"size_mb": "Transit Size(MB)", "time_ms": "Transit Time(ms)", "bandwidth_gbps": "Bandwidth(GB/s)"}
     bw_raw = dict(zip(bw_labels, _fields([b for _, b in pairs], dict.fromkeys(bw_labels.values(), 0)), strict=True))
-    time_labels = list(TIME_KEYS.items())
 
     def where(i: int) -> str:
         return f"{path} {op_keys[i][0]} {op_keys[i][1]}"
@@ -137,17 +136,16 @@ def json_tables(
             "name": pa.array(names, pa.string()),
             "group": pa.array(groups, pa.string()),
             "start_us": floats(raw["start_us"], where, 1e18),
-            **{k: floats(raw[k], where, key=label) for k, label in time_labels},
+            **{k: floats(raw[k], where, key=label) for k, label in TIME_KEYS.items()},
         },
         schema=OPS_SCHEMA,
     )
-    of = np.asarray(bw_rows, dtype=np.int64)
-    figures = {k: floats(v, lambda i: f"{where(bw_rows[i])} {bw_transport[i]}") for k, v in bw_raw.items()}
+    figures = {k: floats(v, lambda i: f"{where(int(of[i]))} {bw_transport[i]}") for k, v in bw_raw.items()}
     used = (figures["size_mb"] != 0) | (figures["time_ms"] != 0)  # torch_npu lists every transport, used or not
     keep = pa.array(np.flatnonzero(used))
     bandwidth = pa.table(
         {
-            "rank": _rank_column(rank, len(bw_rows)),
+            "rank": _rank_column(rank, len(of)),
             "step": steps.take(pa.array(of)) if len(of) else pa.array([], pa.int32()),
             "name": ops["name"].take(pa.array(of)).combine_chunks() if len(of) else pa.array([], pa.string()),
             "transport": pa.array(bw_transport, pa.string()),
