@@ -338,6 +338,8 @@ def detect_kernels(
         matches, symbols = scan(patterns.kernel, where, across)
         for cp, first, last in matches:
             keep, evidence = _check(cp, where, first, last, edge_map)
+            if not keep.any():  # most patterns find nothing: no table to build
+                continue
             skip = np.isin(symbols, cp.between_symbols) if cp.between_symbols else None
             parts.append(_table("kernel", cp, where, first[keep], last[keep], evidence[keep], True, skip))
     return pa.concat_tables(parts) if parts else FINDINGS_SCHEMA.empty_table()

@@ -11,6 +11,8 @@ GPipe-like schedules (and the Qwen3 sample's rank 0) run it.
 from __future__ import annotations
 
 import fnmatch
+import re
+from functools import lru_cache
 
 import numpy as np
 
@@ -20,8 +22,17 @@ from atbprof.analyze.view import OpView
 TRAINING_PHASES = ("forward", "backward", "optimizer")
 
 
+@lru_cache(maxsize=8)
+def _glob_regex(globs: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The globs as one regular expression (fnmatchcase of any of them), or None for no globs."""
+    return re.compile("|".join(fnmatch.translate(g) for g in globs)) if globs else None
+
+
 def _matches(names: list[str], globs: tuple[str, ...]) -> np.ndarray:
-    return np.array([any(fnmatch.fnmatchcase(n, g) for g in globs) for n in names] + [False], dtype=bool)
+    regex = _glob_regex(globs)
+    if regex is None:
+        return np.zeros(len(names) + 1, dtype=bool)
+    return np.array([regex.match(n) is not None for n in names] + [False], dtype=bool)
 
 
 def ops_matching(view: OpView, globs: tuple[str, ...]) -> np.ndarray:

@@ -194,4 +194,8 @@ class OpView:
             return pa.array(values, typ, mask=values == missing)
         codes, names = self.codes(name)
         at = codes[positions]
-        return pa.array(names, typ).take(pa.array(at, mask=at < 0))
+        key = ("arrow-values", name, str(typ))
+        if key not in self.cache:  # the column's distinct values, converted once (findings ask per pattern)
+            self.cache[key] = pa.array(names, typ)
+        distinct: pa.Array = self.cache[key]
+        return distinct.take(pa.array(at, mask=at < 0))

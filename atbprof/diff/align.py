@@ -14,6 +14,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +76,10 @@ class _Vocab:
         return self.code[name]
 
 
-@dataclass(frozen=True)
-class _Local:
-    base: tuple[int, ...]  # positions in the base sequence
-    new: tuple[int, ...]
+# one group of an alignment: (positions in the base sequence, positions in the new sequence); a plain tuple, as
+# a long trace makes tens of thousands of them
+_Local = tuple[tuple[int, ...], tuple[int, ...]]
+_BASE, _NEW = itemgetter(0), itemgetter(1)
 
 
 class _Aligner:
@@ -86,6 +88,7 @@ class _Aligner:
         self.fused_from = fused_from
         self.cache: dict[tuple[bytes, bytes, bytes, bytes], tuple[int, list[_Local]]] = {}
         self._known_of: dict[str, frozenset[str]] = {}
+        self._parts: dict[int, tuple[int, frozenset[int]]] = {}
 
     def chains(self, fused: str) -> list[tuple[str, ...]]:
         out = list(_rule_chains().get(fused, ()))
@@ -99,6 +102,18 @@ class _Aligner:
         if found is None:
             found = self._known_of[fused] = frozenset(t for c in self.chains(fused) for w in c for t in w.split("|"))
         return found
+
+    def _parts_of(self, code: int) -> frozenset[int]:
+        """The op types (codes) that may be part of a fusion into op type `code`: named in its chains or in its name
+        (remembered per vocabulary size: a block is skipped by one set test when none of its ops can be)."""
+        found = self._parts.get(code)
+        if found is None or found[0] != len(self.vocab.names):
+            fused, known = self.vocab.names[code], self._known(self.vocab.names[code])
+            found = self._parts[code] = (
+                len(self.vocab.names),
+                frozenset(c for c, name in enumerate(self.vocab.names) if name in fused or name in known),
+            )
+        return found[1]
 
     def _fits(self, fused: str, types: list[str]) -> bool:
         if any(
@@ -119,6 +134,9 @@ class _Aligner:
     def _expand(self, seq: list[int]) -> tuple[list[int], list[int]]:
         """The sequence with each fused kernel of known make-up replaced by the kernels it replaced (so the
         alignment sees a fusion as one edit), and the owner position of every element."""
+        names, fused_from = self.vocab.names, self.fused_from
+        if not any(names[code] in fused_from for code in set(seq)):
+            return seq, list(range(len(seq)))
         out: list[int] = []
         owner: list[int] = []
         for j, code in enumerate(seq):
@@ -134,12 +152,19 @@ class _Aligner:
         equal = [op for op in Indel.opcodes(ea, eb) if op.tag == "equal"]  # a longest common subsequence (C++)
         if len(ea) == len(a) and len(eb) == len(b):
             # nothing expanded (no fused kernel of known make-up): every matched pair is a 1:1 group
-            out = [
-                _Local((op.src_start + k,), (op.dest_start + k,))
-                for op in equal
-                for k in range(op.src_end - op.src_start)
-            ]
-            return self._rest(a, b, sa, sb, out, {g.base[0] for g in out}, {g.new[0] for g in out})
+            out: list[_Local] = []
+            gaps: list[tuple[range, range]] = []  # the edit blocks: between two consecutive matched runs
+            at_a = at_b = 0
+            for op in equal:
+                gaps.append((range(at_a, op.src_start), range(at_b, op.dest_start)))
+                matched = zip(range(op.src_start, op.src_end)), zip(range(op.dest_start, op.dest_end))
+                out.extend(zip(*matched, strict=True))
+                at_a, at_b = op.src_end, op.dest_end
+            gaps.append((range(at_a, len(a)), range(at_b, len(b))))
+            for ia, ib in gaps:
+                if ia or ib:
+                    out.extend(self._edit(a, b, sa, sb, list(ia), list(ib)))
+            return out
         return self._grouped(a, b, sa, sb, equal, oa, ob)
 
     def _grouped(
@@ -178,7 +203,7 @@ class _Aligner:
                     links[(x, j)] == size_a[x] and len(by_a[x]) == 1 for x in ins
                 )
                 if full and not used_b.intersection([j]) and not used_a.intersection(ins):
-                    out.append(_Local(tuple(sorted(ins)), (j,)))
+                    out.append((tuple(sorted(ins)), (j,)))
                     used_a.update(ins)
                     used_b.add(j)
                     continue
@@ -188,7 +213,7 @@ class _Aligner:
                 and all(links[(i, j)] == size_b[j] for j in js)
                 and not used_b.intersection(js)
             ):
-                out.append(_Local((i,), tuple(sorted(js))))
+                out.append(((i,), tuple(sorted(js))))
                 used_a.add(i)
                 used_b.update(js)
         return self._rest(a, b, sa, sb, out, used_a, used_b)
@@ -204,7 +229,7 @@ class _Aligner:
         used_b: set[int],
     ) -> list[_Local]:
         """`out` plus the unmatched ops, edit block by edit block: between two consecutive matched groups."""
-        anchors = sorted((max(g.base), max(g.new)) for g in out)
+        anchors = sorted((max(g[0]), max(g[1])) for g in out)
         cut_a = [x for x, _ in anchors]
         cut_b = list(np.maximum.accumulate([y for _, y in anchors])) if anchors else []
         blocks: dict[int, tuple[list[int], list[int]]] = {}
@@ -222,23 +247,30 @@ class _Aligner:
     def _edit(
         self, a: list[int], b: list[int], sa: list[int], sb: list[int], ia: list[int], ib: list[int]
     ) -> list[_Local]:
+        if not ia or not ib:  # only removed or only added ops: nothing to fuse or pair
+            return [((i,), ()) for i in ia] or [((), (j,)) for j in ib]
         names = self.vocab.names
         out: list[_Local] = []
         used_a: set[int] = set()
         used_b: set[int] = set()
+        codes_a, codes_b = {a[i] for i in ia}, {b[j] for j in ib}
         # fusions (one new kernel <- a contiguous base run) and splits (the reverse)
         for one, many, a_is_one in ((ib, ia, False), (ia, ib, True)):
             used_one, used_many = (used_a, used_b) if a_is_one else (used_b, used_a)
             seq_one, seq_many = (a, b) if a_is_one else (b, a)
+            one_codes, many_codes = (codes_a, codes_b) if a_is_one else (codes_b, codes_a)
+            if len(many) < 2 or all(self._parts_of(c).isdisjoint(many_codes) for c in one_codes):
+                continue  # a fusion or split replaces at least two kernels, each a part of the fused one
+            many_names = [names[seq_many[i]] for i in many]
             for j in one:
-                if j in used_one:
+                if j in used_one or self._parts_of(seq_one[j]).isdisjoint(many_codes):
                     continue
                 fused = names[seq_one[j]]
                 known = self._known(fused)
                 free = [
                     i
-                    for i in many
-                    if i not in used_many and (names[seq_many[i]] in fused or names[seq_many[i]] in known)
+                    for i, name in zip(many, many_names, strict=True)
+                    if i not in used_many and (name in fused or name in known)
                 ]
                 hit = None
                 for start in range(len(free)):
@@ -254,9 +286,9 @@ class _Aligner:
                 if hit:
                     used_one.add(j)
                     used_many.update(hit)
-                    out.append(_Local((j,), tuple(hit)) if a_is_one else _Local(tuple(hit), (j,)))
+                    out.append(((j,), tuple(hit)) if a_is_one else (tuple(hit), (j,)))
         # then 1:1 by (type, shape), then by type
-        for keyed in (True, False):
+        for keyed in (True, False) if not codes_a.isdisjoint(codes_b) else ():
             waiting: dict[tuple[int, int], list[int]] = {}
             for j in ib:
                 if j not in used_b:
@@ -269,9 +301,9 @@ class _Aligner:
                     j = queue.pop(0)
                     used_a.add(i)
                     used_b.add(j)
-                    out.append(_Local((i,), (j,)))
-        out.extend(_Local((i,), ()) for i in ia if i not in used_a)
-        out.extend(_Local((), (j,)) for j in ib if j not in used_b)
+                    out.append(((i,), (j,)))
+        out.extend(((i,), ()) for i in ia if i not in used_a)
+        out.extend(((), (j,)) for j in ib if j not in used_b)
         return out
 
 
@@ -379,6 +411,69 @@ def match_aligned(
             found = made[key] = info(at_b, at_n)
         return found
 
+    # the same facts as arrays, one sentinel last (index -1: no op on that side)
+    facts = tuple(
+        {
+            "type": np.append(t, -1),
+            "layer": np.append(np.asarray(lay, dtype=np.int64), -2),
+            "cat": np.append(np.asarray(cat, dtype=np.int64), -1),
+            "shape": np.append(shp, -1),
+            "role": np.append(rc if has_roles else np.full(len(rc), -2, dtype=np.int64), -2),
+        }
+        for t, lay, cat, shp, rc in (
+            (bt, layers[0], cats[0], sb_codes, rb_codes),
+            (nt, layers[1], cats[1], sn_codes, rn_codes),
+        )
+    )
+
+    def template(
+        locals_: list[_Local], oa: np.ndarray, ob: np.ndarray, lens_b: np.ndarray, lens_n: np.ndarray
+    ) -> list[GroupInfo]:
+        """The GroupInfo of each group of one alignment (ops at `oa` / `ob`, `lens_*` ops a side per group): groups
+        of at most one op a side (nearly all) keyed by a row of integers, interned by unique rows; the others one by
+        one."""
+        out: list[GroupInfo | None] = [None] * len(locals_)
+        single = np.flatnonzero((lens_b <= 1) & (lens_n <= 1))
+        if len(single):
+            # the global op of each side (-1: none), then the side whose op names layer, category and shape
+            first_b = np.full(len(locals_), -1, dtype=np.int64)
+            first_n = np.full(len(locals_), -1, dtype=np.int64)
+            has_b, has_n = np.flatnonzero(lens_b == 1), np.flatnonzero(lens_n == 1)
+            first_b[has_b] = oa[[locals_[k][0][0] for k in has_b.tolist()]]
+            first_n[has_n] = ob[[locals_[k][1][0] for k in has_n.tolist()]]
+            gb, gn = first_b[single], first_n[single]
+            side = (gb < 0).astype(np.int64)
+            fact_b, fact_n = facts
+            rows = np.stack(
+                [
+                    np.where(gb >= 0, fact_b["type"][gb], -1),
+                    np.where(gn >= 0, fact_n["type"][gn], -1),
+                    np.where(side == 0, fact_b["layer"][gb], fact_n["layer"][gn]),
+                    np.where(side == 0, fact_b["cat"][gb], fact_n["cat"][gn]),
+                    side,
+                    np.where(side == 0, fact_b["shape"][gb], fact_n["shape"][gn]),
+                    np.where(gb >= 0, fact_b["role"][gb], -2),
+                    np.where(gn >= 0, fact_n["role"][gn], -2),
+                ],
+                axis=1,
+            )
+            uniq, first, inverse = _unique_rows(rows)
+            infos = []
+            for row, k in zip(uniq.tolist(), single[first].tolist(), strict=True):
+                key = ("single", *row)
+                found = made.get(key)
+                if found is None:
+                    bl, nl = locals_[k]
+                    found = made[key] = info([int(oa[i]) for i in bl], [int(ob[j]) for j in nl])
+                infos.append(found)
+            for k, u in zip(single.tolist(), inverse.reshape(-1).tolist(), strict=True):
+                out[k] = infos[u]
+        oa_l, ob_l = oa.tolist(), ob.tolist()
+        for k in np.flatnonzero((lens_b > 1) | (lens_n > 1)).tolist():
+            bl, nl = locals_[k]
+            out[k] = interned([oa_l[i] for i in bl], [ob_l[j] for j in nl])
+        return out  # type: ignore[return-value]
+
     # a template per distinct alignment: its groups get consecutive ids; every step using it scatters them
     offsets: dict[int, tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     groups: list[GroupInfo] = []
@@ -389,21 +484,38 @@ def match_aligned(
             oa, ob = ra[pa_], rb[pb_]
             aid, locals_ = aligner.align(bt[oa], nt[ob], b_shape[oa], n_shape[ob])
             if aid not in offsets:
-                oa_l, ob_l = oa.tolist(), ob.tolist()
                 start = len(groups)
-                groups.extend(interned([oa_l[i] for i in loc.base], [ob_l[j] for j in loc.new]) for loc in locals_)
+                lens_b = np.fromiter(map(len, map(_BASE, locals_)), dtype=np.int64, count=len(locals_))
+                lens_n = np.fromiter(map(len, map(_NEW, locals_)), dtype=np.int64, count=len(locals_))
+                groups.extend(template(locals_, oa, ob, lens_b, lens_n))
                 offsets[aid] = (
                     start,
-                    np.array([i for loc in locals_ for i in loc.base], dtype=np.int64),
-                    np.array([k for k, loc in enumerate(locals_) for _ in loc.base], dtype=np.int64),
-                    np.array([j for loc in locals_ for j in loc.new], dtype=np.int64),
-                    np.array([k for k, loc in enumerate(locals_) for _ in loc.new], dtype=np.int64),
+                    np.fromiter(chain.from_iterable(map(_BASE, locals_)), dtype=np.int64, count=int(lens_b.sum())),
+                    np.repeat(np.arange(len(locals_), dtype=np.int64), lens_b),
+                    np.fromiter(chain.from_iterable(map(_NEW, locals_)), dtype=np.int64, count=int(lens_n.sum())),
+                    np.repeat(np.arange(len(locals_), dtype=np.int64), lens_n),
                 )
             start, pos_b, k_b, pos_n, k_n = offsets[aid]
             base_group[oa[pos_b]] = start + k_b
             new_group[ob[pos_n]] = start + k_n
     notes = (f"steps paired {how}", f"{len(aligner.cache)} distinct step alignments")
     return Matching("alignment", base_group, new_group, groups, pairs, notes)
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """np.unique(rows, axis=0, return_index=True, return_inverse=True), by one integer per row (the columns' value
+    ranks in mixed radix, first column most significant) where that fits in 63 bits: sorting void rows costs ~10x."""
+    key = np.zeros(len(rows), dtype=np.int64)
+    radix = 1
+    for col in rows.T:
+        values, code = np.unique(col, return_inverse=True)
+        radix *= max(len(values), 1)
+        if radix >= 1 << 62:
+            uniq, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+            return uniq, first, inverse.reshape(-1)
+        key = key * len(values) + code.reshape(-1)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return rows[first], first, inverse.reshape(-1)
 
 
 def _stream_pairs(sa: np.ndarray, sb: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -74,7 +74,9 @@ def diff_rows(base: Side, new: Side, m: Matching, scope_pairs: np.ndarray, by: B
     pn = np.full(len(new.charges.frame_starts), -1, dtype=np.int64)
     pb[scope_pairs[:, 0]] = np.arange(n_pairs)
     pn[scope_pairs[:, 1]] = np.arange(n_pairs)
-    keys = [row_key(g, by) for g in m.groups]
+    # the matchers share one GroupInfo between groups of the same make-up: one key per distinct object
+    key_of = {id(g): row_key(g, by) for g in {id(g): g for g in m.groups}.values()}
+    keys = [key_of[id(g)] for g in m.groups]
     names = list(dict.fromkeys(keys))
     position = {k: i for i, k in enumerate(names)}
     row_of_group = np.array([position[k] for k in keys], dtype=np.int64)

@@ -207,6 +207,8 @@ def _ops(
         if warmup:
             extra["warmup_launches"] = warmup
     start = ts[kernels]
+    encoded = pc.dictionary_encode(names)  # the names' text work once per distinct name (a few hundred)
+    short = pc.utf8_trim_whitespace(pc.replace_substring_regex(encoded.dictionary, r"\s*\(.*$", ""))
     cols: dict[str, pa.Array] = {
         "op_name": names,
         # a copy is named by its direction ("Memcpy HtoD (Pinned -> Device)" -> Memcpy HtoD), a fill is a Memset
@@ -215,8 +217,8 @@ def _ops(
             "Memcpy",  # the native scanner reads no args.direction: one name for MTIA's DMA copies
             pc.if_else(
                 memory,
-                pc.utf8_trim_whitespace(pc.replace_substring_regex(names, r"\s*\(.*$", "")),
-                derive_types(names, gpu_op_type),
+                short.take(encoded.indices),
+                derive_types(encoded, gpu_op_type),
             ),
         ),
         "task_type": pc.if_else(
@@ -250,14 +252,14 @@ def _warmup_launches(
     slow = kernel & (host_dur > max(WARMUP_MIN_NS, 50 * median))
     if not slow.any():
         return host_dur, None
-    name_list = names.to_pylist()
-    first: dict[str, int] = {}
-    for i in np.flatnonzero(kernel).tolist():
-        j = first.get(name_list[i])
-        if j is None or host_start[i] < host_start[j]:
-            first[name_list[i]] = i
+    # each name's first launch: the earliest start, the first row among equal starts
+    code = np.asarray(pc.dictionary_encode(names).indices.to_numpy(zero_copy_only=False), np.int64)
+    rows = np.flatnonzero(kernel)
+    order = rows[np.lexsort((rows, host_start[rows], code[rows]))]
+    head = np.ones(len(order), bool)
+    head[1:] = code[order[1:]] != code[order[:-1]]
     firsts = np.zeros(len(host_dur), bool)
-    firsts[list(first.values())] = True
+    firsts[order[head]] = True
     warm = slow & firsts
     if not warm.any():
         return host_dur, None

@@ -3,13 +3,17 @@ differentiate, and no per-token figures for a training step."""
 
 from __future__ import annotations
 
+import fnmatch
 from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from atbprof.analyze import analyze
 from atbprof.analyze.categories import CATEGORY_NAMES, by_blocks
 from atbprof.analyze.detect import detect_kernels
 from atbprof.analyze.patterns import load_patterns
-from atbprof.analyze.training import TRAINING_PHASES, training_phases
+from atbprof.analyze.training import TRAINING_PHASES, _matches, training_phases
 from atbprof.analyze.view import OpView
 from atbprof.diff.api import diff
 from atbprof.importers import load_profile
@@ -55,3 +59,14 @@ def test_a_training_diff_has_no_per_token_figures() -> None:
     assert (
         report.headline.tokens_per_s is None and "training step" in report.summary and "ms/token" not in report.summary
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(alphabet="abGrd_*?[]!x", max_size=12), max_size=8),
+    st.lists(st.text(alphabet="abGrd_*?[]!x", min_size=0, max_size=4), max_size=5).map(tuple),
+)
+def test_globs_match_as_fnmatchcase(names: list[str], globs: tuple[str, ...]) -> None:
+    """The training globs are matched as one regular expression: the same answers as fnmatchcase, glob by glob."""
+    want = [any(fnmatch.fnmatchcase(n, g) for g in globs) for n in names] + [False]
+    assert _matches(names, globs).tolist() == want
