@@ -23,7 +23,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.errors import InputError
-from atbprof.importers.ascend_db import db_profile
 from atbprof.importers.ascend_json import AscendTrace, is_ascend_trace, read_ascend_trace
 from atbprof.importers.assemble import RawFramework, RawOps, RawSteps, assemble
 from atbprof.importers.base import Profile
@@ -84,6 +83,8 @@ def load_ascend_pt(path: Path) -> Profile:
     if ops is None and trace is None:
         dbs = _files(out, PT_DB) or _latest([f for d in embedded for f in _files(d, MSPROF_DB)])
         if dbs:  # a db export: the text files were not written (export_type=db)
+            from atbprof.importers.ascend_db import db_profile  # sqlite3 loads where a database is met
+
             return db_profile(dbs[0], path, meta)
         raise InputError(
             f"{path}: a torch_npu profile directory without {PT_OUTPUT}/kernel_details.csv, trace_view.json "
@@ -106,6 +107,8 @@ def load_msprof_dir(path: Path) -> Profile:
     if ops is None and trace is None:
         dbs = _latest([p for d in outputs for p in _files(d, MSPROF_DB)])
         if dbs:
+            from atbprof.importers.ascend_db import db_profile  # sqlite3 loads where a database is met
+
             return db_profile(dbs[0], path, meta)
         raise InputError(
             f"{path}: an msprof directory without op_summary_*.csv, msprof_*.json or msprof_*.db in {MSPROF_OUTPUT}/ "

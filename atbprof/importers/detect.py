@@ -11,16 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from atbprof.errors import InputError
-from atbprof.importers.ascend_db import db_profile, is_sqlite
 from atbprof.importers.ascend_dirs import is_ascend_pt, is_msprof_dir, load_ascend_pt, load_msprof_dir
 from atbprof.importers.ascend_json import is_ascend_trace, read_ascend_trace
 from atbprof.importers.assemble import assemble
 from atbprof.importers.base import Profile
 from atbprof.importers.csv_tables import classify, header_of, read_op_table
 from atbprof.importers.guard import importer
-from atbprof.importers.kineto import read_kineto
-from atbprof.importers.kineto_decode import NotFast, decode_kineto
-from atbprof.importers.kineto_scan import native_scanner, scan_kineto
 from atbprof.importers.ours import is_run_dir, load_run
 from atbprof.importers.trace_events import TraceEvents, load_trace
 from atbprof.inputs import gunzip, read_bytes, read_head
@@ -36,6 +32,7 @@ ACCEPTED = """atbprof reads:
   - an Ascend timeline: trace_view.json (torch_npu) or msprof_*.json (msprof)
   - a Kineto / torch.profiler trace (*.pt.trace.json, .json.gz)"""
 _GZIP = b"\x1f\x8b"
+_SQLITE = b"SQLite format 3\x00"  # ascend_db.SQLITE_MAGIC: the importers of formats not met load when met
 _PARQUET = b"PAR1"
 _HEAD = 1 << 16
 
@@ -112,9 +109,11 @@ def _load_file(path: Path, framework: bool = True, columns: Sequence[str] | None
     if head.startswith(_PARQUET):
         ops = read_ops(path, columns=columns)
         return Profile("atbprof-run", str(path), ops, meta={"origin_ns": 0})
-    if is_sqlite(head):
+    if head.startswith(_SQLITE):
         if data is not None:
             raise InputError(f"{path}: a gzip-compressed SQLite database; decompress it (gunzip) and pass the .db")
+        from atbprof.importers.ascend_db import db_profile
+
         return db_profile(path, path)
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise InputError(f"{path}: UTF-16 text; Ascend and PyTorch tools write UTF-8 - convert the file to UTF-8")
@@ -147,6 +146,9 @@ def _ascend_profile(path: Path, trace: TraceEvents) -> Profile:
 
 def _fast_kineto(path: Path, data: bytes, framework: bool = True) -> Profile | None:
     """A Kineto trace through the fast decoder; None: the general path must read it (and explain any problem)."""
+    from atbprof.importers.kineto_decode import NotFast, decode_kineto
+    from atbprof.importers.kineto_scan import native_scanner, scan_kineto
+
     try:
         # the native scanner, where built, decides alone: what it refuses (a number past double range in a field
         # no importer reads, ...) msgspec would skip without checking, and orjson refuses
@@ -159,6 +161,8 @@ def _fast_kineto(path: Path, data: bytes, framework: bool = True) -> Profile | N
 
 
 def _kineto_profile(path: Path, trace: TraceEvents, with_framework: bool = True) -> Profile:
+    from atbprof.importers.kineto import read_kineto
+
     ops, framework, steps, first, meta, calls = read_kineto(trace, with_framework)
     if ops.rows == 0 and (framework is None or len(framework.index) == 0):
         raise InputError(

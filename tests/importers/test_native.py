@@ -207,3 +207,10 @@ def test_without_the_extension_the_python_paths_give_the_same_profile(monkeypatc
     assert with_native.framework is not None and with_native.framework.column("depth").to_pylist().count(0) < len(
         with_native.framework
     )  # the trace nests: the comparison covered parents and depths
+
+
+def test_the_loader_knows_sqlite_by_the_database_importers_magic() -> None:
+    """load_profile tells a database by its first bytes without importing the database importer (sqlite3)."""
+    from atbprof.importers import ascend_db, detect
+
+    assert detect._SQLITE == ascend_db.SQLITE_MAGIC
