@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,11 +49,19 @@ _PORTABLE = {
 }
 
 
-def _types_at(view: OpView, rows_of: RowsOf, indices: list[int]) -> list[str]:
-    """Op types of a few ops given by op_index (`rows_of`: the view's op_index lookup, built once)."""
-    found = rows_of.rows(indices)
-    by_index = {int(view.op_index[f]): view.type_names[view.type_codes[f]] for f in found.tolist()}
-    return [by_index.get(i, "?") for i in indices]
+TypesOf = Callable[[np.ndarray], dict[int, str]]
+"""op_index values -> their op types (those found): the examples' kernels, looked up in one go."""
+
+
+def view_types(view: OpView) -> TypesOf:
+    """The op types of op_index values, from the view of the whole table."""
+    rows_of = RowsOf(view.op_index)
+
+    def types_of(indices: np.ndarray) -> dict[int, str]:
+        found = rows_of.rows(indices)
+        return {int(view.op_index[f]): view.type_names[view.type_codes[f]] for f in found.tolist()}
+
+    return types_of
 
 
 def _framework_names(framework: pa.Table | None, indices: list[int]) -> list[str]:
@@ -80,7 +90,7 @@ def _catalogue_of(patterns: PatternSet) -> dict[str, tuple[str, str]]:
 
 def _findings(
     table: pa.Table,
-    view: OpView,
+    types_of: TypesOf,
     framework: pa.Table | None,
     breakdown: Breakdown,
     top: int,
@@ -91,7 +101,6 @@ def _findings(
     if not table.num_rows:
         return []
     catalogue = _catalogue_of(patterns)
-    rows_of = RowsOf(view.op_index)
     keys = ("level", "kind", "pattern", "fused_as")
     # one integer group key from the dictionary codes of the key columns (no Python object per occurrence)
     group = np.zeros(table.num_rows, dtype=np.int64)
@@ -120,7 +129,16 @@ def _findings(
     out = []
     order = np.argsort(group, kind="stable")
     bounds = np.flatnonzero(np.diff(group[order])) + 1
-    for rows in np.split(order, bounds):
+    groups = np.split(order, bounds)
+    n_examples = max(min(3, top), 1)
+    # the examples of every finding (its longest occurrences), and the op types of their kernels in one lookup
+    examples_of = [rows[np.argsort(-time[rows], kind="stable")[:n_examples]] for rows in groups]
+    kernel_level = np.asarray(pc.equal(table.column("level"), "kernel").to_numpy(zero_copy_only=False), bool)
+    chosen = np.concatenate(examples_of) if examples_of else np.zeros(0, np.int64)
+    chosen = chosen[kernel_level[chosen]]
+    members = pc.list_flatten(table.column("op_indices").take(pa.array(chosen))).to_numpy() if len(chosen) else []
+    kernel_types = types_of(np.unique(np.asarray(members, np.int64)))
+    for rows, best in zip(groups, examples_of, strict=True):
         head = table.slice(int(rows[0]), 1).to_pylist()[0]
         level, kind, pattern, fused_as = (head[k] for k in keys)
         by_phase: dict[str, PhaseCount] = {}
@@ -135,12 +153,11 @@ def _findings(
                 time_us=round(float(time[sel].sum()) / 1e3, 3),
                 est_saving_us=round(float(saving[sel].sum()) / 1e3, 3),
             )
-        best = rows[np.argsort(-time[rows], kind="stable")[: max(min(3, top), 1)]]
         sample = table.take(pa.array(best)).to_pylist()
         examples = []
         for r in sample:
             ix = r["op_indices"]
-            types = _types_at(view, rows_of, ix) if level == "kernel" else _framework_names(framework, ix)
+            types = [kernel_types.get(i, "?") for i in ix] if level == "kernel" else _framework_names(framework, ix)
             examples.append(
                 Occurrence(
                     step=r["step"],
@@ -304,6 +321,19 @@ def _not_ascend(profile: Profile) -> str | None:
     return f"{', '.join(sorted(set(names)))} (deviceProperties)" if names else "a GPU (no deviceProperties)"
 
 
+@dataclass(frozen=True)
+class TableFacts:
+    """What the report says of the op table itself (its Source), and how to name the examples' kernels."""
+
+    ops: int
+    streams: list[int]
+    has_roles: bool
+    has_launch: bool
+    has_shapes: bool
+    types_of: TypesOf
+    view: OpView | None = None  # the whole table's view, where it is held (the device-model what-if reads it)
+
+
 def analyze(
     profile: Profile,
     *,
@@ -318,40 +348,12 @@ def analyze(
     names the fused kernels a missed fusion would use as that CANN release names them."""
     patterns = patterns or load_patterns(patterns_file)
     ops, meta = profile.ops, profile.meta
-    notes: list[str] = import_warnings(profile)
-    on_release, release_note = _release(cann_version, meta.get("cann_version"))
-    if release_note:
-        notes.append(release_note)
-    warmup = profile.meta.get("warmup_launches")
-    if isinstance(warmup, dict) and warmup.get("kernels"):
-        notes.append(
-            f"{warmup['kernels']:,} first launch(es) of a kernel took {warmup['host_ns'] / 1e6:,.1f} ms beyond a "
-            "usual launch: loading the kernel's code (warm-up), not launch overhead a fusion would remove; counted "
-            "as usual launches"
-        )
-    graphs = profile.meta.get("graph_launches")
-    if isinstance(graphs, dict) and graphs.get("kernels"):
-        notes.append(
-            f"{graphs['kernels']:,} kernels were replayed from {graphs['launches']:,} graph launch(es) "
-            f"({graphs['host_ns'] / 1e6:,.3f} ms of host time): a launch is one host cost, shared evenly among the "
-            "kernels it launched, so a kernel's launch time is its share, not the whole call"
-        )
+    notes, on_release = profile_notes(profile, cann_version)
     ours = profile.kind == "atbprof-run"
     ran_on = _not_ascend(profile)  # a GPU / MTIA trace: what it ran on
     view = OpView.build(ops)
     edges = None
-    lut = np.append(patterns.kernel.lookup(view.type_names), np.uint8(0))
-    # norm kernels, and decomposed norms (an op their patterns need), have Add->Norm / Norm->MatMul edges to confirm
-    chains = {
-        s
-        for cp in patterns.kernel.patterns
-        if cp.spec.kind.startswith("decomposed")
-        for t in cp.required[:1]
-        for s in t
-    }
-    symbols = sorted(norm_symbols(patterns) | chains)
-    has_norm = bool(np.isin(lut, np.array(symbols, dtype=np.uint8)).any())
-    if ours and has_norm:
+    if ours and has_norm_ops(view.type_names, patterns):
         edges, why = edges_for_run(meta, ops)
         if why:
             notes.append(why)
@@ -387,6 +389,73 @@ def analyze(
     )
     if timeline is not ops:  # host ops only: no tokens, no per-token figures
         breakdown = breakdown.model_copy(update={"step_kind": "host"})
+    facts = TableFacts(
+        ops=ops.num_rows,
+        streams=sorted({int(s) for s in np.unique(view.stream).tolist() if s >= 0}),
+        has_roles=has_values(ops, "role"),
+        has_launch=has_values(ops, "host_launch_dur_ns"),
+        has_shapes=has_values(ops, "input_shapes"),
+        types_of=view_types(view),
+        view=view,
+    )
+    return report_of(profile, patterns, found, breakdown, facts, notes, on_release, top, whatif, edges is not None)
+
+
+def has_norm_ops(type_names: list[str], patterns: PatternSet) -> bool:
+    """Does the table have norm kernels, or an op a decomposed norm's patterns need (its Add->Norm / Norm->MatMul
+    edges are then worth confirming from the run's graph)?"""
+    lut = np.append(patterns.kernel.lookup(type_names), np.uint8(0))
+    chains = {
+        s
+        for cp in patterns.kernel.patterns
+        if cp.spec.kind.startswith("decomposed")
+        for t in cp.required[:1]
+        for s in t
+    }
+    symbols = sorted(norm_symbols(patterns) | chains)
+    return bool(np.isin(lut, np.array(symbols, dtype=np.uint8)).any())
+
+
+def profile_notes(profile: Profile, cann_version: str | None) -> tuple[list[str], tuple[int, int] | None]:
+    """The report's notes on the profile as imported, and the CANN release its fused kernels are named for."""
+    notes: list[str] = import_warnings(profile)
+    on_release, release_note = _release(cann_version, profile.meta.get("cann_version"))
+    if release_note:
+        notes.append(release_note)
+    warmup = profile.meta.get("warmup_launches")
+    if isinstance(warmup, dict) and warmup.get("kernels"):
+        notes.append(
+            f"{warmup['kernels']:,} first launch(es) of a kernel took {warmup['host_ns'] / 1e6:,.1f} ms beyond a "
+            "usual launch: loading the kernel's code (warm-up), not launch overhead a fusion would remove; counted "
+            "as usual launches"
+        )
+    graphs = profile.meta.get("graph_launches")
+    if isinstance(graphs, dict) and graphs.get("kernels"):
+        notes.append(
+            f"{graphs['kernels']:,} kernels were replayed from {graphs['launches']:,} graph launch(es) "
+            f"({graphs['host_ns'] / 1e6:,.3f} ms of host time): a launch is one host cost, shared evenly among the "
+            "kernels it launched, so a kernel's launch time is its share, not the whole call"
+        )
+    return notes, on_release
+
+
+def report_of(
+    profile: Profile,
+    patterns: PatternSet,
+    found: pa.Table,
+    breakdown: Breakdown,
+    facts: TableFacts,
+    notes: list[str],
+    on_release: tuple[int, int] | None,
+    top: int,
+    whatif: bool,
+    has_graph: bool,
+) -> AnalysisReport:
+    """The report from the findings (FINDINGS_SCHEMA) and the breakdown of a profile's table, held whole or
+    analysed in parts (analyze/chunked.py)."""
+    meta = profile.meta
+    ours = profile.kind == "atbprof-run"
+    ran_on = _not_ascend(profile)
     if breakdown.steps_from == "iteration" and isinstance(rule := meta.get("steps_from"), str):
         breakdown = breakdown.model_copy(update={"steps_rule": rule})
     cfg = run_config(meta) if ours else None
@@ -412,14 +481,18 @@ def analyze(
         device, clock_mhz, why = infer_device(profile.ops, meta)  # the same choice `predict` makes
         if ours:
             notes.append("run.json has no readable config/summary: the what-if uses the device model instead")
-        found, wi = whatif_device_model(found, device, why, breakdown.span_us, clock_mhz, view)
+        if facts.view is None:  # a run read in parts has its config: it is re-simulated, not priced here
+            raise AssertionError("the device-model what-if needs the table's view")
+        found, wi = whatif_device_model(found, device, why, breakdown.span_us, clock_mhz, facts.view)
     method = {
         "resimulated": "re-simulated",
         "device-model": f"device model ({wi.device})",
         "trace": "measured from the trace (host time removed, capped by the device's idle time)",
         "none": "not estimated",
     }
-    findings = _findings(found, view, profile.framework, breakdown, top, method[wi.method], patterns, on_release)
+    findings = _findings(
+        found, facts.types_of, profile.framework, breakdown, top, method[wi.method], patterns, on_release
+    )
     if profile.kind == "kineto":  # a CPU/CUDA torch trace: name the portable fused API first
         findings = [
             f.model_copy(update={"fused_as": f"{_PORTABLE[f.fused_as]} ({f.fused_as} on Ascend)"})
@@ -442,15 +515,15 @@ def analyze(
     source = Source(
         kind=profile.kind,
         path=profile.source,
-        ops=ops.num_rows,
+        ops=facts.ops,
         framework_ops=profile.framework.num_rows if profile.framework is not None else 0,
         steps=sum(p.steps for p in breakdown.phases),
-        streams=sorted({int(s) for s in np.unique(view.stream).tolist() if s >= 0}),
+        streams=facts.streams,
         phases=[p.phase for p in breakdown.phases],
-        has_roles=has_values(ops, "role"),
-        has_launch=has_values(ops, "host_launch_dur_ns"),
-        has_shapes=has_values(ops, "input_shapes"),
-        has_graph=edges is not None,
+        has_roles=facts.has_roles,
+        has_launch=facts.has_launch,
+        has_shapes=facts.has_shapes,
+        has_graph=has_graph,
         patterns=patterns.source,
     )
     return AnalysisReport(

@@ -9,6 +9,9 @@ launch, the token sync after the last kernel: runs of ours) is `other`. This is 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,10 +38,11 @@ _RATIO_COMPUTE = ("mac_ratio", "vec_ratio", "scalar_ratio")
 _RATIO_MEMORY = ("mte1_ratio", "mte2_ratio", "mte3_ratio", "fixpipe_ratio")
 
 
-def _bounds(view: OpView) -> tuple[np.ndarray, list[str]]:
-    """Bound of each op (view order): the column when recorded, else from pipe ratios, else unknown."""
+def _bounds(view: OpView, column: bool | None = None) -> tuple[np.ndarray, list[str]]:
+    """Bound of each op (view order): the column when recorded (`column`: when the whole table records it, for a
+    part of it), else from pipe ratios, else unknown."""
     codes, names = view.codes("bound")
-    if (codes >= 0).any():
+    if column if column is not None else (codes >= 0).any():
         return np.where(codes >= 0, codes, len(names)), [*names, "unknown"]
     ratios = {c: view.table.column(c) for c in (*_RATIO_COMPUTE, *_RATIO_MEMORY) if has_values(view.table, c)}
     if not ratios:
@@ -89,6 +93,22 @@ class _Sums:
         self.count = np.bincount(key, minlength=size).reshape(n_phase, n_codes)
         self.charged = np.bincount(key, weights=charged, minlength=size).reshape(n_phase, n_codes)
         self.device = np.bincount(key, weights=dur, minlength=size).reshape(n_phase, n_codes)
+
+    def remapped(self, phases: np.ndarray, n_phase: int, codes: np.ndarray, n_codes: int) -> _Sums:
+        """The sums on other axes: phase i -> phases[i], code j -> codes[j] (a part's names -> the merged names;
+        distinct names map to distinct positions)."""
+        out = _Sums.__new__(_Sums)
+        for name in ("count", "charged", "device"):
+            values = getattr(self, name)
+            grid = np.zeros((n_phase, n_codes), dtype=values.dtype)
+            grid[np.ix_(phases, codes)] = values
+            setattr(out, name, grid)
+        return out
+
+    def add(self, other: _Sums) -> None:
+        self.count = self.count + other.count
+        self.charged = self.charged + other.charged
+        self.device = self.device + other.device
 
     def rows(self, phase: int, names: list[str], span: float, steps: int, top: int | None = None) -> list[Row]:
         ch, dv, ct = self.charged[phase], self.device[phase], self.count[phase]
@@ -148,6 +168,36 @@ def _row(name: str, count: int, device_ns: float, charged_ns: float, span_ns: fl
     )
 
 
+@dataclass
+class Totals:
+    """What `attribute` sums over the ops, per phase, before any rounding: the totals of parts of one table (chunks
+    of whole steps) merge into the totals of the whole (`merge_totals`). Every sum is of whole nanoseconds, so the
+    merged sums equal the whole table's exactly, in any order."""
+
+    phase_names: list[str]
+    present: list[str]  # phases that have a frame, first seen first
+    ops: int
+    has_launch: bool
+    heuristic: str
+    categories: _Sums  # phase x CATEGORY_NAMES
+    norm: np.ndarray  # (3, phases): norm kernel ns, their launch / wait ns, norm ops
+    frames: np.ndarray  # (3, phases): frames, wall ns, overhead ns
+    causes: np.ndarray | None  # (IDLE_CAUSES, phases): a profile's idle by cause; None for runs of ours
+    type_names: list[str]  # the op types, then "(unknown)"
+    types: _Sums
+    waited: _Sums  # phase x (type_names + "(no wait)"): the gaps the host's launch explains, by the op waited for
+    gaps: np.ndarray  # (2, phases): host-dispatch wait ns, other gap ns
+    layers: _Sums | None  # phase x (layer + 2), None without layers
+    bound_names: list[str]
+    bounds: _Sums
+    training: np.ndarray | None  # (2, phases, TRAINING_PHASES): charged ns, ops; None without backward kernels
+    span_ns: float
+    framed_by: str
+    outside_ns: float
+    outside_ops: int
+    empty_frames: int
+
+
 def attribute(
     ops: pa.Table,
     steps: pa.Table | None,
@@ -165,10 +215,34 @@ def attribute(
     (FINDINGS_SCHEMA) name the norm-related ops of profiles without roles. In a profile the step time no op is
     charged is split by cause (idle_causes.py) from `host_calls` (HOST_CALLS_SCHEMA) and the top-level ops of
     `framework`; in a run of ours it is the step's host lead-in and token sync, seed 000's `other`."""
+    totals = attribute_totals(
+        ops, steps, findings, patterns, launch_latency_ns, view, frames, host_calls=host_calls, framework=framework
+    )
+    return breakdown_of(totals, top, launch_latency_ns)
+
+
+def attribute_totals(
+    ops: pa.Table,
+    steps: pa.Table | None,
+    findings: pa.Table,
+    patterns: PatternSet,
+    launch_latency_ns: int = 0,
+    view: OpView | None = None,
+    frames: pa.Table | None = None,
+    *,
+    host_calls: pa.Table | None = None,
+    framework: pa.Table | None = None,
+    flags: tuple[bool, bool, bool] | None = None,
+) -> Totals:
+    """`attribute`'s sums over `ops` (see there). `flags`: (has roles, has launch records, has a bound column) of
+    the whole table when `ops` is a part of it (a part without them is read as the whole is); default: of `ops`."""
     view = view or OpView.build(ops)
     n = len(view)
-    has_roles = has_values(ops, "role")
-    has_launch = has_launches(ops)
+    has_roles, has_launch, bound_column = flags or (
+        has_values(ops, "role"),
+        has_launches(ops),
+        has_values(ops, "bound"),
+    )
     if has_roles:
         category, heuristic = by_roles(view), ROLES_RULE
     else:
@@ -184,8 +258,6 @@ def attribute(
     overhead = ch.overhead
     n_phase = len(phase_names)
     present = [phase_names[c] for c in np.unique(frame_phase).tolist()]
-    phases_order = [p for p in ("prefill", "decode", "all") if p in present]
-    phases_order += sorted(set(present) - set(phases_order))
     cat_sums = _Sums(op_phase, n_phase, tl(category), len(CATEGORY_NAMES), charged, dur)
     norm, folded = (tl(m) for m in _norm_ops(view, findings, patterns, has_roles))
     norm_kernel = np.bincount(
@@ -205,11 +277,174 @@ def attribute(
         if causes is not None
         else None
     )
+    types = tl(view.type_codes)
+    types = np.where(types >= 0, types, len(view.type_names))
+    type_names = [*view.type_names, "(unknown)"]
+    by_type = _Sums(op_phase, n_phase, types, len(type_names), charged, dur)
+    layer = tl(view.ints("layer", fill=-2))
+    by_layer = _Sums(op_phase, n_phase, layer + 2, int(layer.max()) + 3, charged, dur) if (layer > -2).any() else None
+    bcodes, bnames = _bounds(view, bound_column)
+    by_bound = _Sums(op_phase, n_phase, tl(bcodes), len(bnames), charged, dur)
+    # idle: waiting for a launch (the op's launch had not reached the device when the device became free) vs other
+    in_gap = gap > 0
+    if has_launch:
+        launch_end = tl(view.ints("host_launch_start_ns", fill=0) + view.ints("host_launch_dur_ns", fill=0))
+        host = in_gap & (launch_end + launch_latency_ns > prev_end)
+    else:
+        host = in_gap
+    gapf = gap.astype(np.float64)
+    waited_sums = _Sums(op_phase, n_phase, np.where(host, types, len(type_names)), len(type_names) + 1, gapf, gapf)
+    gap_sums = np.stack(
+        [
+            np.bincount(op_phase, weights=np.where(host, gapf, 0.0), minlength=n_phase),
+            np.bincount(op_phase, weights=np.where(in_gap & ~host, gapf, 0.0), minlength=n_phase),
+        ]
+    )
+    training = training_phases(view, patterns)
+    train_sums = None
+    if training is not None:
+        key = op_phase * len(TRAINING_PHASES) + tl(training)
+        size = n_phase * len(TRAINING_PHASES)
+        train_sums = np.stack(
+            [
+                np.bincount(key, weights=charged, minlength=size).reshape(n_phase, -1),
+                np.bincount(key, minlength=size).reshape(n_phase, -1).astype(np.float64),
+            ]
+        )
+    return Totals(
+        phase_names=phase_names,
+        present=present,
+        ops=n,
+        has_launch=has_launch,
+        heuristic=heuristic,
+        categories=cat_sums,
+        norm=np.stack([norm_kernel, norm_wait, norm_ops.astype(np.float64)]),
+        frames=np.stack([frame_steps.astype(np.float64), frame_wall, frame_over]),
+        causes=cause_sums,
+        type_names=type_names,
+        types=by_type,
+        waited=waited_sums,
+        gaps=gap_sums,
+        layers=by_layer,
+        bound_names=bnames,
+        bounds=by_bound,
+        training=train_sums,
+        span_ns=float(wall.sum()),
+        framed_by=ch.framed_by,
+        outside_ns=ch.outside_ns,
+        outside_ops=ch.outside_ops,
+        empty_frames=ch.empty_frames,
+    )
+
+
+def _union(lists: list[list[str]], last: str | None = None) -> tuple[list[str], list[np.ndarray]]:
+    """Names in first-seen order (`last` kept last, as the parts put it) and each list's positions in them."""
+    names: dict[str, int] = {}
+    for got in lists:
+        for name in got:
+            if name != last:
+                names.setdefault(name, len(names))
+    if last is not None:
+        names[last] = len(names)
+    return list(names), [np.array([names[x] for x in got], dtype=np.int64) for got in lists]
+
+
+def merge_totals(parts: list[Totals]) -> Totals:
+    """The totals of a table from those of its parts (chunks of whole steps, in order): a part's names (phases,
+    op types, bounds) map to the merged ones by name, in the order the whole table's dictionaries have them."""
+    if len(parts) == 1:
+        return parts[0]
+    phases, phase_at = _union([p.phase_names for p in parts], "all")
+    types, type_at = _union([p.type_names for p in parts], "(unknown)")
+    bounds, bound_at = _union([p.bound_names for p in parts], "unknown")
+    n_phase, n_cat = len(phases), len(CATEGORY_NAMES)
+    wide = max((p.layers.count.shape[1] for p in parts if p.layers is not None), default=0)
+
+    def sums(get: Any, codes: Any, n_codes: int) -> _Sums:
+        total: _Sums | None = None
+        for i, p in enumerate(parts):
+            part = get(p).remapped(phase_at[i], n_phase, codes(i), n_codes)
+            if total is None:
+                total = part
+            else:
+                total.add(part)
+        assert total is not None
+        return total
+
+    def per_phase(get: Any) -> np.ndarray:
+        out = np.zeros((*get(parts[0]).shape[:-1], n_phase))
+        for i, p in enumerate(parts):
+            out[..., phase_at[i]] += get(p)  # a part's phases are distinct: one position each
+        return out
+
+    causes = [p.causes for p in parts if p.causes is not None]
+    trained = [(i, p.training) for i, p in enumerate(parts) if p.training is not None]
+    training = None
+    if trained:
+        training = np.zeros((2, n_phase, len(TRAINING_PHASES)))
+        for i, part in trained:
+            training[:, phase_at[i]] += part
+    present, _ = _union([p.present for p in parts])
+    layer_parts = [i for i, p in enumerate(parts) if p.layers is not None]
+    return Totals(
+        phase_names=phases,
+        present=present,
+        ops=sum(p.ops for p in parts),
+        has_launch=parts[0].has_launch,
+        heuristic=parts[0].heuristic,
+        categories=sums(lambda p: p.categories, lambda i: np.arange(n_cat), n_cat),
+        norm=per_phase(lambda p: p.norm),
+        frames=per_phase(lambda p: p.frames),
+        causes=per_phase(
+            lambda p: p.causes if p.causes is not None else np.zeros((len(IDLE_CAUSES), len(p.phase_names)))
+        )
+        if causes
+        else None,
+        type_names=types,
+        types=sums(lambda p: p.types, lambda i: type_at[i], len(types)),
+        waited=sums(lambda p: p.waited, lambda i: np.append(type_at[i], len(types)), len(types) + 1),
+        gaps=per_phase(lambda p: p.gaps),
+        layers=_merge_layers(parts, layer_parts, phase_at, n_phase, wide) if layer_parts else None,
+        bound_names=bounds,
+        bounds=sums(lambda p: p.bounds, lambda i: bound_at[i], len(bounds)),
+        training=training,
+        span_ns=float(sum(p.span_ns for p in parts)),
+        framed_by=parts[0].framed_by,
+        outside_ns=float(sum(p.outside_ns for p in parts)),
+        outside_ops=sum(p.outside_ops for p in parts),
+        empty_frames=sum(p.empty_frames for p in parts),
+    )
+
+
+def _merge_layers(parts: list[Totals], which: list[int], phase_at: list[np.ndarray], n_phase: int, wide: int) -> _Sums:
+    total: _Sums | None = None
+    for i in which:
+        layers = parts[i].layers
+        assert layers is not None
+        part = layers.remapped(phase_at[i], n_phase, np.arange(layers.count.shape[1]), wide)
+        if total is None:
+            total = part
+        else:
+            total.add(part)
+    assert total is not None
+    return total
+
+
+def breakdown_of(totals: Totals, top: int = 10, launch_latency_ns: int = 0) -> Breakdown:
+    """The breakdown the totals add up to: rows per phase, the scope's tables (op type, layer, bound), idle."""
+    t = totals
+    n = t.ops
+    phase_names = t.phase_names
+    phases_order: list[str] = [p for p in ("prefill", "decode", "all") if p in t.present]
+    phases_order += sorted(set(t.present) - set(phases_order))
+    frame_steps, frame_wall, frame_over = t.frames
+    norm_kernel, norm_wait, norm_ops = t.norm
+    cause_sums = t.causes
     phases = []
     for ph in phases_order:
         c = phase_names.index(ph)
         n_steps, span = int(frame_steps[c]), float(frame_wall[c])
-        by_name = {r.name: r for r in cat_sums.rows(c, list(CATEGORY_NAMES), span, n_steps)}
+        by_name = {r.name: r for r in t.categories.rows(c, list(CATEGORY_NAMES), span, n_steps)}
         if cause_sums is None:  # runs of ours: the host lead-in and token sync are seed 000's `other`
             other = by_name.get("other") or _row("other", 0, 0.0, 0.0, span, n_steps)
             by_name["other"] = _row(
@@ -236,7 +471,7 @@ def attribute(
                     total_us=round(total / 1e3, 3),
                     kernel_us=round(kern / 1e3, 3),
                     launch_us=round(wait / 1e3, 3),
-                    launch_source="host launch" if has_launch else "device wait before the op",
+                    launch_source="host launch" if t.has_launch else "device wait before the op",
                     kernel_share=round(kern / total, 4) if total else 0.0,
                     launch_share=round(wait / total, 4) if total else 0.0,
                     span_share=round(total / span, 4) if span else 0.0,
@@ -248,18 +483,13 @@ def attribute(
     scope = "decode" if "decode" in phases_order else phases_order[0] if phases_order else "all"
     sc = phase_names.index(scope) if scope in phase_names else 0
     s_steps, s_span = int(frame_steps[sc]) if n else 0, float(frame_wall[sc]) if n else 0.0
-    types = tl(view.type_codes)
-    types = np.where(types >= 0, types, len(view.type_names))
-    type_names = [*view.type_names, "(unknown)"]
-    by_type = _Sums(op_phase, n_phase, types, len(type_names), charged, dur).rows(sc, type_names, s_span, s_steps, top)
-    layer = tl(view.ints("layer", fill=-2))
+    by_type = t.types.rows(sc, t.type_names, s_span, s_steps, top)
     by_layer: list[Row] = []
-    if (layer > -2).any():
-        k = int(layer.max()) + 3
+    if t.layers is not None:
+        k = t.layers.count.shape[1]
         names = ["(unknown)", "model-level (-1)", *[f"layer {i}" for i in range(k - 2)]]
-        by_layer = _Sums(op_phase, n_phase, layer + 2, k, charged, dur).rows(sc, names, s_span, s_steps, top)
-    bcodes, bnames = _bounds(view)
-    by_bound = _Sums(op_phase, n_phase, tl(bcodes), len(bnames), charged, dur).rows(sc, bnames, s_span, s_steps)
+        by_layer = t.layers.rows(sc, names, s_span, s_steps, top)
+    by_bound = t.bounds.rows(sc, t.bound_names, s_span, s_steps)
     # the step time no kernel is charged is rows of each table too, so every table adds up to the span as the
     # category rows do: a profile's idle rows by cause, a run's host lead-in and sync as one row (its `other`)
     unowned = float(frame_over[sc]) if n else 0.0
@@ -268,25 +498,17 @@ def attribute(
         idle_rows = scope_causes or [_row(NO_DEVICE_OP, 0, 0.0, unowned, s_span, s_steps)]
         by_type, by_bound = [*by_type, *idle_rows], [*by_bound, *idle_rows]
         by_layer = [*by_layer, *idle_rows] if by_layer else by_layer
-    # idle: waiting for a launch (the op's launch had not reached the device when the device became free) vs other
-    in_gap = (op_phase == sc) & (gap > 0)
-    if has_launch:
-        launch_end = tl(view.ints("host_launch_start_ns", fill=0) + view.ints("host_launch_dur_ns", fill=0))
-        host = in_gap & (launch_end + launch_latency_ns > prev_end)
+    if t.has_launch:
         classified = (
             "host launch records: a gap is a host-dispatch wait when the op's launch (+ launch latency) "
             "ended after the device became free"
         )
     else:
-        host = in_gap
         classified = (
             "no host launch records: every gap between kernels inside a step is taken as a wait for the "
             "next launch (eager dispatch)"
         )
-    gapf = gap.astype(np.float64)
-    waited_rows = _Sums(
-        op_phase, n_phase, np.where(host, types, len(type_names)), len(type_names) + 1, gapf, gapf
-    ).rows(sc, [*type_names, "(no wait)"], s_span, s_steps, None)
+    waited_rows = t.waited.rows(sc, [*t.type_names, "(no wait)"], s_span, s_steps, None)
     waited_rows = [r for r in waited_rows if r.name != "(no wait)"]
     if len(waited_rows) > top:
         rest = waited_rows[top:]
@@ -302,20 +524,16 @@ def attribute(
             ),
         ]
     idle = Idle(
-        host_wait_us=round(float(gapf[host].sum()) / 1e3, 3),
-        other_gap_us=round(float(gapf[in_gap & ~host].sum()) / 1e3, 3),
+        host_wait_us=round(float(t.gaps[0, sc]) / 1e3, 3) if n else 0.0,
+        other_gap_us=round(float(t.gaps[1, sc]) / 1e3, 3) if n else 0.0,
         frame_us=round(float(frame_over[sc]) / 1e3, 3) if n else 0.0,
         classified_by=classified,
         waited_for=waited_rows,
         causes=scope_causes,
     )
-    training = training_phases(view, patterns)
     train_rows: list[TrainingPhase] = []
-    if training is not None:
-        key = tl(training)
-        in_scope = op_phase == sc
-        t_charged = np.bincount(key[in_scope], weights=charged[in_scope], minlength=len(TRAINING_PHASES))
-        t_ops = np.bincount(key[in_scope], minlength=len(TRAINING_PHASES))
+    if t.training is not None:
+        t_charged, t_ops = t.training[0, sc], t.training[1, sc]
         for i, name in enumerate(TRAINING_PHASES):
             r = _row(name, int(t_ops[i]), 0.0, float(t_charged[i]), s_span, s_steps)
             train_rows.append(
@@ -326,12 +544,12 @@ def attribute(
     return Breakdown(
         scope=scope,
         steps=s_steps,
-        span_us=round(float(wall.sum()) / 1e3, 3),
-        steps_from=ch.framed_by,
-        outside_steps=OutsideSteps(us=round(ch.outside_ns / 1e3, 3), ops=ch.outside_ops, empty_frames=ch.empty_frames),
-        step_kind="training" if training is not None else "inference",
+        span_us=round(t.span_ns / 1e3, 3),
+        steps_from=t.framed_by,
+        outside_steps=OutsideSteps(us=round(t.outside_ns / 1e3, 3), ops=t.outside_ops, empty_frames=t.empty_frames),
+        step_kind="training" if t.training is not None else "inference",
         training=train_rows,
-        categories_heuristic=heuristic,
+        categories_heuristic=t.heuristic,
         phases=phases,
         by_op_type=by_type,
         by_layer=by_layer,

@@ -195,22 +195,27 @@ def _rank_findings(
     cluster: Cluster, top: int, patterns_file: str | None, cann_version: str | None = None
 ) -> tuple[list[RankFinding], dict[int, float]]:
     from atbprof.analyze.api import analyze
+    from atbprof.analyze.chunked import analyze_input
     from atbprof.analyze.columns import ANALYZE_COLUMNS
     from atbprof.importers.detect import load_profile
-    from atbprof.importers.ours import load_run
 
     findings: list[RankFinding] = []
     savings: dict[int, float] = {}
     for r in cluster.ranks:
         if not r.complete:
             continue
-        # a run's ranks are each read here: every row group's pages are checked by its own rank's read
-        profile = (
-            load_run(r.path, rank=r.rank, columns=ANALYZE_COLUMNS, check_other_ranks=False)
-            if r.run
-            else load_profile(r.path)
-        )
-        report = analyze(profile, patterns_file=patterns_file, top=top, cann_version=cann_version)
+        if r.run:  # a run's ranks are each read here: every row group's pages are checked by its own rank's read
+            report = analyze_input(
+                r.path,
+                columns=ANALYZE_COLUMNS,
+                rank=r.rank,
+                check_other_ranks=False,
+                patterns_file=patterns_file,
+                top=top,
+                cann_version=cann_version,
+            )
+        else:
+            report = analyze(load_profile(r.path), patterns_file=patterns_file, top=top, cann_version=cann_version)
         steps = max(1, report.source.steps)  # a finding's saving is over the profile: per step, as the split
         savings[r.rank] = round(sum(f.est_saving_us or 0.0 for f in report.findings if f.opportunity) / steps, 3)
         findings += [RankFinding(rank=r.rank, **f.model_dump()) for f in report.findings]

@@ -330,10 +330,28 @@ def detect_kernels(
 ) -> pa.Table:
     """Findings in the device op table (OPS_SCHEMA). `edges`: the run's graph (see graph_edges.py), if known;
     `view`: the table's OpView when the caller already built it."""
+    parts = detect_parts(ops, patterns, edges, view)
+    return pa.concat_tables([t for _, t in parts]) if parts else FINDINGS_SCHEMA.empty_table()
+
+
+def detect_parts(
+    ops: pa.Table,
+    patterns: PatternSet,
+    edges: pa.Table | None = None,
+    view: OpView | None = None,
+    merge: bool | None = None,
+) -> list[tuple[tuple[int, int], pa.Table]]:
+    """`detect_kernels`' findings as ((pass, pattern number), table) parts in its order: the parts of chunks of
+    whole steps, gathered by key, concatenate to the findings of the whole table. `merge`: match the patterns
+    across streams (None: when this table calls for it, `merge_wanted`)."""
     view = view or OpView.build(ops)
     edge_map = _edge_map(edges) if edges is not None else {}
     parts = []
-    merged = _merged_streams(ops, patterns.kernel, view)  # MC2: a MatMul and its collective on two streams
+    if merge is None:
+        merge = merge_wanted(patterns.kernel, len(np.unique(view.stream)), view.type_names)
+    # MC2: a MatMul and its collective on two streams
+    merged = OpView.build(ops, stream_col="") if merge else None  # no stream column: a step's ops in one group
+    number = {id(cp): k for k, cp in enumerate(patterns.kernel.patterns)}
     for where, across in ((view, False), *(((merged, True),) if merged is not None else ())):
         matches, symbols = scan(patterns.kernel, where, across)
         for cp, first, last in matches:
@@ -341,22 +359,21 @@ def detect_kernels(
             if not keep.any():  # most patterns find nothing: no table to build
                 continue
             skip = np.isin(symbols, cp.between_symbols) if cp.between_symbols else None
-            parts.append(_table("kernel", cp, where, first[keep], last[keep], evidence[keep], True, skip))
-    return pa.concat_tables(parts) if parts else FINDINGS_SCHEMA.empty_table()
+            table = _table("kernel", cp, where, first[keep], last[keep], evidence[keep], True, skip)
+            parts.append(((int(across), number[id(cp)]), table))
+    return parts
 
 
-def _merged_streams(ops: pa.Table, level: CompiledLevel, view: OpView) -> OpView | None:
-    """The op table with each step's streams merged in start order (one group per step), when the level has
-    patterns across streams and the table has more than one stream and an op of each class they need."""
+def merge_wanted(level: CompiledLevel, streams: int, type_names: list[str]) -> bool:
+    """Match the level's across-stream patterns over each step's streams merged in start order: when it has such
+    patterns, the table has more than one stream, and an op of each class they need."""
     across = [cp for cp in level.patterns if cp.spec.across_streams]
-    if not across or len(np.unique(view.stream)) < 2:
-        return None
-    present = {int(x) for x in level.lookup(view.type_names).tolist()}
-    if not any(
+    if not across or streams < 2:
+        return False
+    present = {int(x) for x in level.lookup(type_names).tolist()}
+    return any(
         all(any(level.symbols[c] in present for c in token) for token in token_classes(cp.spec.regex)) for cp in across
-    ):
-        return None
-    return OpView.build(ops, stream_col="")  # no stream column: every op of a step in one group
+    )
 
 
 def outermost_ops(framework: pa.Table, known: CompiledLevel | None = None) -> pa.Table:

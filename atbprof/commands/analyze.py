@@ -69,9 +69,8 @@ def analyze(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
 ) -> None:
     """Find unfused LayerNorm/RMSNorm, attribute every microsecond of latency, estimate what fusing would save."""
-    from atbprof.analyze.api import analyze as analyze_profile
+    from atbprof.analyze.chunked import analyze_input
     from atbprof.analyze.columns import ANALYZE_COLUMNS
-    from atbprof.importers.detect import load_profile
     from atbprof.render.analyze import analysis_json, analysis_markdown, render_analysis
 
     unfused = False
@@ -106,11 +105,8 @@ def analyze(
         if given:
             raise InputError(f"{', '.join(given)}: for a cluster (a directory of rank profiles); {path} is one profile")
         with status(f"reading and analyzing {path}", format_ is AnalyzeFormat.rich):
-            report = analyze_profile(
-                load_profile(path, columns=ANALYZE_COLUMNS),
-                patterns_file=pattern_file,
-                top=top,
-                cann_version=cann_version,
+            report = analyze_input(
+                path, columns=ANALYZE_COLUMNS, patterns_file=pattern_file, top=top, cann_version=cann_version
             )
         unfused = report.has_unfused
         emit(format_, lambda: analysis_json(report), lambda: analysis_markdown(report), render_analysis, report)

@@ -12,9 +12,9 @@ from atbprof.errors import InputError
 from atbprof.importers.base import STEP_FRAMES_SCHEMA, Profile
 from atbprof.importers.guard import importer
 from atbprof.importers.run_doc import RUN_JSON_MAX_BYTES, read_run_doc
-from atbprof.optable.schema import op_ranks, read_ops, read_steps
+from atbprof.optable.schema import OPS_SCHEMA, op_ranks, ops_metadata, read_ops, read_steps, step_chunks
 
-__all__ = ["RUN_JSON_MAX_BYTES", "is_run_dir", "load_run"]
+__all__ = ["RUN_JSON_MAX_BYTES", "is_run_dir", "load_run", "run_in_parts"]
 
 
 def is_run_dir(path: Path) -> bool:
@@ -43,6 +43,28 @@ def load_run(
     steps = read_steps(path / "steps.parquet") if (path / "steps.parquet").exists() else None
     frames = _step_frames(steps) if steps is not None else None
     return Profile("atbprof-run", str(path), ops, None, steps, meta, frames)
+
+
+def run_in_parts(
+    path: Path, rank: int | None, columns: Sequence[str], part_ops: int, from_ops: int
+) -> tuple[Profile, list[list[int]]] | None:
+    """A run of more than `from_ops` ops (of `rank`, or of its only device) to be read in parts of whole steps of
+    about `part_ops` ops: its profile without the ops (an empty table of the `columns`) and the parts' row groups;
+    None when it is read whole (smaller, several devices, or steps not in order)."""
+    ops_path = path / "ops.parquet"
+    meta_pq = ops_metadata(ops_path)
+    if rank is None and op_ranks(ops_path) != [0]:
+        return None  # several devices: rank 0 is read whole, with the warning load_run gives
+    chunks = step_chunks(ops_path, meta_pq, rank, part_ops)
+    rows = sum(meta_pq.row_group(g).num_rows for c in chunks or [] for g in c)
+    if chunks is None or rows <= from_ops:
+        return None
+    meta: dict[str, object] = read_run_doc(path / "run.json") if (path / "run.json").exists() else {}
+    meta.setdefault("origin_ns", 0)
+    steps = read_steps(path / "steps.parquet") if (path / "steps.parquet").exists() else None
+    frames = _step_frames(steps) if steps is not None else None
+    held = [f for f in OPS_SCHEMA if f.name in set(columns)]
+    return Profile("atbprof-run", str(path), pa.schema(held).empty_table(), None, steps, meta, frames), chunks
 
 
 def _warn_rank_zero(meta: dict[str, object], devices: int) -> None:

@@ -11,7 +11,7 @@ boundary (see `MSPROF_COLUMNS`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -196,6 +196,78 @@ def read_ops(
     if check_other_ranks:
         verify_pages(path, names, others)
     return ops
+
+
+def step_chunks(path: str | Path, meta: pq.FileMetaData, rank: int | None, rows: int) -> list[list[int]] | None:
+    """Row groups in runs of about `rows` rows whose steps follow each other (a run's ops are written step by
+    step; the rows of a step a chunk ends on may continue in the next), or None when the statistics do not say so
+    (a reader then reads the table whole)."""
+    names = meta.schema.to_arrow_schema().names
+    step_col, rank_col = names.index("step"), names.index("rank")
+    groups = list(range(meta.num_row_groups)) if rank is None else _groups_with(meta, rank_col, rank)
+    chunks: list[list[int]] = []
+    size = 0
+    last = None
+    for g in groups:
+        stats = meta.row_group(g).column(step_col).statistics
+        if stats is None or not stats.has_min_max or stats.null_count:
+            return None
+        if last is not None and stats.min < last:
+            return None  # steps out of order: a chunk would not hold whole steps
+        last = stats.max
+        if not chunks or size >= rows:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(g)
+        size += meta.row_group(g).num_rows
+    return chunks
+
+
+def read_ops_chunks(
+    path: str | Path,
+    chunks: list[list[int]],
+    *,
+    columns: Sequence[str],
+    rank: int | None = None,
+    check_other_ranks: bool = True,
+    verify: bool = True,
+) -> Iterator[pa.Table]:
+    """`read_ops` in parts of whole steps (`chunks` from `step_chunks`): each part is the rows of its row groups
+    less its last step, which goes with the next part; the same checks as `read_ops`, part by part (`verify=False`:
+    not the pages of the columns not held, for a second pass over a file one pass checked)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    meta = ops_metadata(path)
+    names = meta.schema.to_arrow_schema().names
+    held = [n for n in names if n in {*columns, *_TIME_COLUMNS, "rank", "step"}]
+    schema = pa.schema([OPS_SCHEMA.field(c) for c in held])
+    file = pq.ParquetFile(path, page_checksum_verification=True)
+    carry: pa.Table | None = None
+    read: list[int] = []
+    for k, groups in enumerate(chunks):
+        read += groups
+        try:
+            part = file.read_row_groups(groups, columns=held).cast(schema)
+        except (pa.ArrowException, OSError) as err:
+            raise InputError(f"{path}: damaged ({err}); re-create the run with `atbprof run`") from None
+        if rank is not None:
+            part = part.filter(pc.equal(part.column("rank"), rank))
+        check_times(part, str(path), need_rows=False)
+        if carry is not None:
+            part = pa.concat_tables([carry, part])
+        if k + 1 < len(chunks) and part.num_rows:
+            tail = pc.equal(part.column("step"), pc.max(part.column("step")))
+            carry, part = part.filter(tail), part.filter(pc.invert(tail))
+        else:
+            carry = None
+        if part.num_rows:
+            yield part
+    if not verify:
+        return
+    verify_pages(path, [n for n in names if n not in held], read)
+    if check_other_ranks:
+        verify_pages(path, names, [g for g in range(meta.num_row_groups) if g not in set(read)])
 
 
 def _groups_with(meta: pq.FileMetaData, column: int, rank: int) -> list[int]:

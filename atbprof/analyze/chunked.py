@@ -1,0 +1,222 @@
+"""A large run of ours analysed in parts of whole steps: memory bounded by a part, not by the run.
+
+A run of more than CHUNKED_FROM ops is read from ops.parquet in parts of about CHUNK_OPS ops that hold whole steps
+(`atbprof run` writes a device's ops step by step, row group by row group; optable/schema.step_chunks). Each part
+gets its view, its kernel findings (detect_parts: keyed, so the parts' findings concatenate in the order the whole
+table's would have) and its attribution sums (attribute_totals: whole nanoseconds, so they merge exactly). What
+depends on the whole table is settled first, from the op types and streams of every part: whether the run's graph
+describes the ops (its edges then confirm the chains), and whether patterns match across streams. The report is
+then built as for a table held whole (analyze/api.report_of): the same report, byte for byte
+(tests/analyze/test_chunked.py).
+
+What stays held: one part's table and its derived arrays, the findings' occurrences (the report's `to_arrow()`,
+~330 bytes per occurrence), and the sums (per phase x op type).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from atbprof.analyze.api import TableFacts, has_norm_ops, profile_notes, report_of
+from atbprof.analyze.attribute import attribute_totals, breakdown_of, merge_totals
+from atbprof.analyze.charges import launch_latency_ns
+from atbprof.analyze.detect import detect_parts, merge_wanted
+from atbprof.analyze.graph_edges import edges_match, graph_edges, run_config
+from atbprof.analyze.patterns import PatternSet, load_patterns
+from atbprof.analyze.report import FINDINGS_SCHEMA, AnalysisReport
+from atbprof.analyze.view import OpView, dict_codes, has_values, int_column
+from atbprof.errors import AtbprofError, InputError
+from atbprof.importers.base import Profile
+
+CHUNK_OPS = 1 << 18
+"""Ops per part (~262 k). Measured on the 4.1 M-op run (scripts/bench_scale.py, peak RSS): 2^19 -> 1.02-1.12 GB,
+2^18 -> 0.93 GB, 2^17 -> 0.94 GB (what is left is the occurrences and the process); time the same."""
+
+CHUNKED_FROM = 1 << 21
+"""Runs of more ops than this (~2.1 M) are analysed in parts; smaller ones whole, in one pass (faster)."""
+
+
+SURVEY_COLUMNS = (
+    "phase",
+    "node_id",
+    "op_type",
+    "stream_id",
+    "role",
+    "host_launch_start_ns",
+    "host_launch_dur_ns",
+    "input_shapes",
+    "bound",
+)
+"""What a first pass reads of every part: what the whole table records, its op types and streams, and the
+(phase, node, type) triples the run's graph must describe."""
+
+
+@dataclass
+class _Survey:
+    """What the parts say of the whole table, read before any analysis."""
+
+    ops: int
+    type_names: list[str]
+    streams: set[int]
+    recorded: dict[str, bool]  # column -> some part has a value in it
+    edges_ok: bool  # every part's (phase, node_id, op_type) is a node of the run's graph
+
+
+def analyze_input(
+    path: Path,
+    *,
+    columns: Sequence[str],
+    rank: int | None = None,
+    check_other_ranks: bool = True,
+    part_ops: int | None = None,
+    parts_from: int | None = None,
+    patterns: PatternSet | None = None,
+    patterns_file: str | None = None,
+    top: int = 10,
+    whatif: bool = True,
+    cann_version: str | None = None,
+) -> AnalysisReport:
+    """`analyze` of an input path: a run of ours of more than `parts_from` ops (default CHUNKED_FROM) in parts of
+    whole steps of about `part_ops` ops (default CHUNK_OPS), in bounded memory; anything else read whole (`columns`
+    held) and analysed in one pass."""
+    from atbprof.analyze.api import analyze
+    from atbprof.importers.detect import load_profile
+    from atbprof.importers.ours import is_run_dir, load_run, run_in_parts
+
+    options = {"patterns": patterns, "patterns_file": patterns_file, "top": top, "whatif": whatif}
+    if is_run_dir(path):
+        planned = run_in_parts(
+            path, rank, columns, part_ops or CHUNK_OPS, CHUNKED_FROM if parts_from is None else parts_from
+        )
+        if planned is not None and run_config(planned[0].meta) is not None:
+            profile, chunks = planned
+            return analyze_run_in_parts(
+                profile,
+                path / "ops.parquet",
+                chunks,
+                columns=columns,
+                rank=rank,
+                check_other_ranks=check_other_ranks,
+                cann_version=cann_version,
+                **options,  # type: ignore[arg-type]
+            )
+        if rank is not None:
+            profile = load_run(path, rank=rank, columns=columns, check_other_ranks=check_other_ranks)
+            return analyze(profile, cann_version=cann_version, **options)  # type: ignore[arg-type]
+    return analyze(load_profile(path, columns=columns), cann_version=cann_version, **options)  # type: ignore[arg-type]
+
+
+def analyze_run_in_parts(
+    profile: Profile,
+    ops_path: Path,
+    chunks: list[list[int]],
+    *,
+    columns: Sequence[str],
+    rank: int | None = None,
+    check_other_ranks: bool = True,
+    patterns: PatternSet | None = None,
+    patterns_file: str | None = None,
+    top: int = 10,
+    whatif: bool = True,
+    cann_version: str | None = None,
+) -> AnalysisReport:
+    """`analyze` of a run whose ops (`profile.ops`: empty, the schema only) are read from `ops_path` part by part:
+    `chunks` (optable/schema.step_chunks) of `rank`'s row groups, `columns` held."""
+    from atbprof.optable.schema import read_ops_chunks
+
+    patterns = patterns or load_patterns(patterns_file)
+    meta = profile.meta
+    notes, on_release = profile_notes(profile, cann_version)
+
+    def parts(held: Sequence[str], verify: bool = False) -> Iterator[pa.Table]:
+        return read_ops_chunks(
+            ops_path, chunks, columns=held, rank=rank, check_other_ranks=check_other_ranks, verify=verify
+        )
+
+    cfg = run_config(meta)
+    edges, failed = None, None
+    if cfg is not None:
+        try:
+            edges = graph_edges(cfg)
+        except AtbprofError as err:
+            failed = err
+    survey = _survey(parts(SURVEY_COLUMNS), edges)
+    if not survey.ops:
+        raise InputError(f"{ops_path}: no tasks of rank {rank} in ops.parquet")
+    # as analyze/graph_edges.edges_for_run decides for a table held whole
+    if not has_norm_ops(survey.type_names, patterns):
+        edges = None
+    elif cfg is None:
+        notes.append("run.json has no readable config: Add->Norm and Norm->MatMul edges were inferred from shapes")
+    elif failed is not None:
+        notes.append(f"the run's graph could not be rebuilt ({failed}): edges were inferred from shapes")
+    elif not survey.edges_ok:
+        edges = None
+        notes.append("the rebuilt graph does not match ops.parquet: edges were inferred from shapes")
+    merge = merge_wanted(patterns.kernel, len(survey.streams), survey.type_names)
+    rec = survey.recorded
+    flags = (rec["role"], rec["host_launch_start_ns"] and rec["host_launch_dur_ns"], rec["bound"])
+    latency = launch_latency_ns(meta)
+    found_parts: dict[tuple[int, int], list[pa.Table]] = {}
+    totals = []
+    for part in parts(columns, verify=True):
+        view = OpView.build(part)
+        found_here = detect_parts(part, patterns, edges, view, merge)
+        for key, table in found_here:
+            found_parts.setdefault(key, []).append(table)
+        part_found = pa.concat_tables([t for _, t in found_here]) if found_here else FINDINGS_SCHEMA.empty_table()
+        totals.append(
+            attribute_totals(part, profile.steps, part_found, patterns, latency, view, profile.step_frames, flags=flags)
+        )
+        del view, part, part_found, found_here  # the next part's arrays replace these, not add to them
+    tables = [t for key in sorted(found_parts) for t in found_parts[key]]
+    found = pa.concat_tables(tables) if tables else FINDINGS_SCHEMA.empty_table()
+    breakdown = breakdown_of(merge_totals(totals), top, latency)
+    facts = TableFacts(
+        ops=survey.ops,
+        streams=sorted(s for s in survey.streams if s >= 0),
+        has_roles=rec["role"],
+        has_launch=rec["host_launch_dur_ns"],
+        has_shapes=rec["input_shapes"],
+        types_of=lambda wanted: _types_of(parts(("op_index", "op_type")), wanted),
+    )
+    return report_of(profile, patterns, found, breakdown, facts, notes, on_release, top, whatif, edges is not None)
+
+
+def _survey(parts: Iterator[pa.Table], edges: pa.Table | None) -> _Survey:
+    names: dict[str, None] = {}
+    streams: set[int] = set()
+    ops = 0
+    recorded = dict.fromkeys(("role", "host_launch_start_ns", "host_launch_dur_ns", "input_shapes", "bound"), False)
+    edges_ok = edges is not None
+    for part in parts:
+        ops += part.num_rows
+        _, types = dict_codes(part.column("op_type"))
+        names.update(dict.fromkeys(types))
+        streams.update(np.unique(int_column(part, "stream_id")).tolist())
+        for column in recorded:
+            recorded[column] |= has_values(part, column)
+        if edges_ok and edges is not None:
+            edges_ok = edges_match(edges, part)
+    return _Survey(ops, list(names), streams, recorded, edges_ok)
+
+
+def _types_of(parts: Iterator[pa.Table], wanted: np.ndarray) -> dict[int, str]:
+    """The op types of the ops with these op_index values (the examples' kernels), one more pass over the parts."""
+    out: dict[int, str] = {}
+    if not len(wanted):
+        return out
+    for part in parts:
+        hit = pc.is_in(part.column("op_index"), pa.array(wanted, pa.int64()))
+        rows = part.filter(hit)
+        if rows.num_rows:
+            index = int_column(rows, "op_index")
+            types = rows.column("op_type").cast(pa.string()).to_pylist()
+            out.update(zip(index.tolist(), types, strict=True))
+    return out
