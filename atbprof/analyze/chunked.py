@@ -1,13 +1,13 @@
 """A large run of ours analysed in parts of whole steps: memory bounded by a part, not by the run.
 
-A run of more than CHUNKED_FROM ops is read from ops.parquet in parts of about CHUNK_OPS ops that hold whole steps
-(`atbprof run` writes a device's ops step by step, row group by row group; optable/schema.step_chunks). Each part
-gets its view, its kernel findings (detect_parts: keyed, so the parts' findings concatenate in the order the whole
-table's would have) and its attribution sums (attribute_totals: whole nanoseconds, so they merge exactly). What
-depends on the whole table is settled first, from the op types and streams of every part: whether the run's graph
-describes the ops (its edges then confirm the chains), and whether patterns match across streams. The report is
-then built as for a table held whole (analyze/api.report_of): the same report, byte for byte
-(tests/analyze/test_chunked.py).
+A run of more than CHUNKED_FROM ops (~524 k) is read from ops.parquet in parts of about CHUNK_OPS ops (~262 k) that
+hold whole steps (`atbprof run` writes a device's ops step by step, row group by row group;
+optable/schema.step_chunks). Each part gets its view, its kernel findings (detect_parts: keyed, so the parts'
+findings concatenate in the order the whole table's would have) and its attribution sums (attribute_totals: whole
+nanoseconds, so they merge exactly). What depends on the whole table is settled first, from the op types and
+streams of every part: whether the run's graph describes the ops (its edges then confirm the chains), and whether
+patterns match across streams. The report is then built as for a table held whole (analyze/api.report_of): the
+same report, byte for byte (tests/analyze/test_chunked.py).
 
 What stays held: one part's table and its derived arrays, the findings' occurrences (the report's `to_arrow()`,
 ~330 bytes per occurrence), and the sums (per phase x op type).
@@ -38,8 +38,9 @@ CHUNK_OPS = 1 << 18
 """Ops per part (~262 k). Measured on the 4.1 M-op run (scripts/bench_scale.py, peak RSS): 2^19 -> 1.02-1.12 GB,
 2^18 -> 0.93 GB, 2^17 -> 0.94 GB (what is left is the occurrences and the process); time the same."""
 
-CHUNKED_FROM = 1 << 21
-"""Runs of more ops than this (~2.1 M) are analysed in parts; smaller ones whole, in one pass (faster)."""
+CHUNKED_FROM = 1 << 19
+"""Runs of more ops than this (~524 k) are analysed in parts; smaller ones whole, in one pass. Measured on the
+999 k-op run: in parts 0.57-0.59 GB and 1.89-1.97 s, whole 0.72-0.76 GB and 1.75-1.78 s."""
 
 
 SURVEY_COLUMNS = (
