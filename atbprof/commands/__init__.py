@@ -4,6 +4,7 @@ to a renderer); this module builds the Typer app from them. Only the modules of 
 from __future__ import annotations
 
 import signal
+import sys
 from typing import Annotated
 
 import typer
@@ -68,11 +69,25 @@ def main() -> None:
     skip_pyarrow_pandas_probe()
     for signum in (signal.SIGTERM, signal.SIGHUP):  # as Ctrl-C: staged writes remove their temp paths
         signal.signal(signum, _terminate)
+    signal.signal(signal.SIGINT, _interrupt)
     app()
 
 
+def _held_back(signum: int) -> bool:
+    """A staged write is between creating a temp path and covering it by its cleanup: the signal is delivered when
+    it is (outputs/staging.py; not loaded yet: no write has begun)."""
+    staging = sys.modules.get("atbprof.outputs.staging")
+    return staging is not None and bool(staging.defer_signal(signum))
+
+
 def _terminate(signum: int, frame: object) -> None:
-    raise Terminated(signum)
+    if not _held_back(signum):
+        raise Terminated(signum)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    if not _held_back(signum):
+        raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -100,23 +100,51 @@ def clean_stale(parent: Path) -> list[str]:
 _DEFERRED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
+_HOLDING: list[int] = []  # signals the CLI's handlers hold back while a staged write holds: [depth, pending...]
+
+
+def defer_signal(signum: int) -> bool:
+    """For a signal handler (it runs on the main thread): True when a staged write holds signals back, the signal
+    then being delivered at its release. Blocking the signal in the main thread is not enough: the kernel gives a
+    process-wide signal to another thread (Arrow's, a writer's) when the main one blocks it, and Python still runs
+    the handler on the main thread at once."""
+    if _HOLDING and _HOLDING[0] > 0:
+        if len(_HOLDING) == 1:
+            _HOLDING.append(signum)
+        return True
+    return False
+
+
 class _Deferred:
     """Ctrl-C / SIGTERM / SIGHUP held back from `hold()` to `release()` (a pending one is delivered then): a temp
     path created but not yet covered by its cleanup, or an output set aside but not yet replaced, would otherwise
-    be left behind. Only the main thread receives signals; elsewhere this does nothing."""
+    be left behind. Only the main thread receives signals; elsewhere this does nothing. The signals are blocked for
+    the main thread, and the CLI's handlers also hold back what reaches them meanwhile (`defer_signal`)."""
 
     def __init__(self) -> None:
         self._old: object = None
+        self._counted = False
 
     def hold(self) -> _Deferred:
-        if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
-            self._old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+        if threading.current_thread() is threading.main_thread():
+            if not _HOLDING:
+                _HOLDING.append(0)
+            _HOLDING[0] += 1
+            self._counted = True
+            if hasattr(signal, "pthread_sigmask"):
+                self._old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
         return self
 
     def release(self) -> None:
         old, self._old = self._old, None
         if old is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)  # type: ignore[arg-type]
+        if self._counted:
+            self._counted = False
+            _HOLDING[0] -= 1
+            if _HOLDING[0] == 0 and len(_HOLDING) > 1:  # a signal came while held: delivered now
+                signum = _HOLDING.pop()
+                signal.raise_signal(signum)
 
 
 @contextmanager
@@ -175,8 +203,8 @@ def staged_dir(final: Path, kind: OutputKind, before_replace: Callable[[], objec
             d.chmod(0o755)  # mkdtemp makes it private; an output is an ordinary directory
         _swap_in(tmp, final, before_replace)
     except BaseException as err:
-        held.release()
         shutil.rmtree(tmp, ignore_errors=True)
+        held.release()  # (released already unless the failure came before the block ran)
         name_the_output(err, final)
         raise
 
@@ -203,7 +231,7 @@ def staged_file(final: Path, before_replace: Callable[[], object] | None = None)
             before_replace()
         os.replace(tmp, final)
     except BaseException as err:
-        held.release()
         tmp.unlink(missing_ok=True)
+        held.release()
         name_the_output(err, final)
         raise

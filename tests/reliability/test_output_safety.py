@@ -264,3 +264,36 @@ def test_the_same_config_gives_the_same_bytes_however_its_path_is_written(tmp_pa
     assert (r0 / "run.json").read_bytes() == (r1 / "run.json").read_bytes()
     assert b".." not in (r1 / "run.json").read_bytes()
     assert (s0 / "sweep.json").read_bytes() == (s1 / "sweep.json").read_bytes()
+
+
+def test_a_signal_another_thread_takes_is_held_back_until_the_release() -> None:
+    """The kernel hands a process-wide SIGTERM to a thread that does not block it (Arrow's, a writer's) while the
+    main thread holds signals back; Python runs the handler on the main thread at once. The CLI's handler holds it
+    back too, and the release delivers it: nothing between a temp path's creation and its cleanup is interrupted."""
+    import threading
+
+    from atbprof.commands import _terminate
+    from atbprof.errors import Terminated
+    from atbprof.outputs.staging import _Deferred
+
+    old = signal.signal(signal.SIGTERM, _terminate)
+    go = threading.Event()
+
+    def send() -> None:  # started before the hold: this thread does not block the signal, so the kernel picks it
+        go.wait()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        held = _Deferred().hold()
+        go.set()
+        sender.join()
+        for _ in range(50):  # the handler has run by now (it would have raised here)
+            time.sleep(0.001)
+        with pytest.raises(Terminated):
+            held.release()
+            for _ in range(50):
+                time.sleep(0.001)
+    finally:
+        signal.signal(signal.SIGTERM, old)
