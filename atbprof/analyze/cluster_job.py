@@ -19,7 +19,7 @@ import pyarrow as pa
 from atbprof.analyze.cluster_report import ClusterReport, ClusterTrace, RankFinding, analyze_cluster
 from atbprof.analyze.cluster_steps import DEFAULT_THRESHOLD
 from atbprof.importers.base import Profile
-from atbprof.importers.cluster import discover, gather, is_run_dir, load_cluster, write_part
+from atbprof.importers.cluster import IN_MEMORY_RANKS, discover, gather, is_run_dir, load_cluster, write_part
 from atbprof.importers.cluster_rank import RankPart, read_rank
 from atbprof.importers.cluster_tables import Cluster, RankProfile
 
@@ -152,7 +152,7 @@ def analyze_cluster_path(
     workers = read_workers(workers, len(tasks))
     by_rank: dict[int, tuple[list[RankFinding], float | None]] = {}
 
-    def parts(store: Path) -> Iterator[RankPart]:
+    def parts() -> Iterator[RankPart]:
         for result in map_ordered(run_rank, tasks, workers=workers, ray=ray):
             part = result.part
             if part.profile is not None and result.saving_us is not None:
@@ -161,8 +161,8 @@ def analyze_cluster_path(
                 by_rank.setdefault(part.profile.rank, (found, result.saving_us))
             yield part
 
-    def report(store: Path) -> ClusterReport:
-        cluster = gather(path, parts(store), store)
+    def report(store: Path | None) -> ClusterReport:
+        cluster = gather(path, parts(), store)
         kept = {r.rank for r in cluster.ranks}
         pre = {r: v for r, v in by_rank.items() if r in kept}
         done = analyze_cluster(
@@ -170,6 +170,8 @@ def analyze_cluster_path(
         )
         return _with_trace(cluster, done, trace, trace_ranks, force)
 
+    if target is None and len(tasks) < IN_MEMORY_RANKS:
+        return report(None)
     if target is None:
         with tempfile.TemporaryDirectory(prefix="atbprof-cluster-") as scratch:
             return report(Path(scratch))
