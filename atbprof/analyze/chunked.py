@@ -95,7 +95,13 @@ def analyze_input(
         planned = run_in_parts(
             path, rank, columns, part_ops or CHUNK_OPS, CHUNKED_FROM if parts_from is None else parts_from
         )
-        if planned is not None and run_config(planned[0].meta) is not None:
+        # the what-if of a run read in parts is re-simulated from run.json: without its config and summary the
+        # device model would price the ops, and it reads the whole table
+        if (
+            planned is not None
+            and run_config(planned[0].meta) is not None
+            and isinstance(planned[0].meta.get("summary"), dict)
+        ):
             profile, chunks = planned
             return analyze_run_in_parts(
                 profile,

@@ -132,3 +132,21 @@ def test_the_cli_reads_a_large_run_in_parts(tmp_path: Path, monkeypatch: pytest.
     assert whole.exit_code == parts.exit_code == 0
     assert seen and seen[0] > 1
     assert parts.stdout == whole.stdout
+
+
+def test_a_run_without_its_summary_is_read_whole(tmp_path: Path) -> None:
+    """The what-if of a run read in parts is re-simulated from run.json; without the summary the device model
+    prices the ops, which reads the whole table: such a run is analysed whole."""
+    import json
+
+    run = tmp_path / "run"
+    run_simulation(
+        load_config(FIXTURES / "llama2-7b-910b2.yaml", ["workload.decode_tokens=4", "output.trace=false"]), run
+    )
+    _regroup(run, 500)
+    doc = json.loads((run / "run.json").read_text())
+    del doc["summary"]
+    (run / "run.json").write_text(json.dumps(doc))
+    report = analyze_input(run, columns=ANALYZE_COLUMNS, parts_from=0, part_ops=600)
+    assert report.whatif.method == "device-model"
+    assert report.source.ops == pq.read_metadata(run / "ops.parquet").num_rows
