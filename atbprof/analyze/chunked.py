@@ -156,6 +156,14 @@ def analyze_run_in_parts(
     survey = _survey(parts(SURVEY_COLUMNS), edges)
     if not survey.ops:
         raise InputError(f"{ops_path}: no tasks of rank {rank} in ops.parquet")
+    if not survey.recorded["role"]:
+        # without roles the categories come from blocks cut at the norm chains, which may run across a step's
+        # edge: only the whole table gives them (runs of `atbprof run` record roles)
+        from atbprof.analyze.api import analyze
+        from atbprof.importers.ours import load_run
+
+        held = load_run(ops_path.parent, rank=rank, columns=columns, check_other_ranks=check_other_ranks)
+        return analyze(held, patterns=patterns, top=top, whatif=whatif, cann_version=cann_version)
     # as analyze/graph_edges.edges_for_run decides for a table held whole
     if not has_norm_ops(survey.type_names, patterns):
         edges = None

@@ -150,3 +150,20 @@ def test_a_run_without_its_summary_is_read_whole(tmp_path: Path) -> None:
     report = analyze_input(run, columns=ANALYZE_COLUMNS, parts_from=0, part_ops=600)
     assert report.whatif.method == "device-model"
     assert report.source.ops == pq.read_metadata(run / "ops.parquet").num_rows
+
+
+def test_a_run_without_roles_is_read_whole(tmp_path: Path) -> None:
+    """Without roles the categories come from blocks that may cross a step's edge: such a run is analysed whole,
+    giving the report the whole table gives."""
+    run = tmp_path / "run"
+    run_simulation(
+        load_config(FIXTURES / "llama2-7b-910b2.yaml", ["workload.decode_tokens=4", "output.trace=false"]), run
+    )
+    ops = run / "ops.parquet"
+    table = pq.read_table(ops)
+    at = table.schema.get_field_index("role")
+    table = table.set_column(at, table.schema.field("role"), pa.nulls(table.num_rows, table.schema.field("role").type))
+    pq.write_table(table, ops, row_group_size=500, write_page_checksum=True)
+    whole, parts = _both(run, None, 600)
+    assert not whole.source.has_roles  # type: ignore[attr-defined]
+    assert analysis_json(parts) == analysis_json(whole)
