@@ -361,15 +361,7 @@ def merge_totals(parts: list[Totals]) -> Totals:
     wide = max((p.layers.count.shape[1] for p in parts if p.layers is not None), default=0)
 
     def sums(get: Any, codes: Any, n_codes: int) -> _Sums:
-        total: _Sums | None = None
-        for i, p in enumerate(parts):
-            part = get(p).remapped(phase_at[i], n_phase, codes(i), n_codes)
-            if total is None:
-                total = part
-            else:
-                total.add(part)
-        assert total is not None
-        return total
+        return _summed([get(p).remapped(phase_at[i], n_phase, codes(i), n_codes) for i, p in enumerate(parts)])
 
     def per_phase(get: Any) -> np.ndarray:
         out = np.zeros((*get(parts[0]).shape[:-1], n_phase))
@@ -385,7 +377,11 @@ def merge_totals(parts: list[Totals]) -> Totals:
         for i, part in trained:
             training[:, phase_at[i]] += part
     present, _ = _union([p.present for p in parts])
-    layer_parts = [i for i, p in enumerate(parts) if p.layers is not None]
+    layers = [
+        p.layers.remapped(phase_at[i], n_phase, np.arange(p.layers.count.shape[1]), wide)
+        for i, p in enumerate(parts)
+        if p.layers is not None
+    ]
     return Totals(
         phase_names=phases,
         present=present,
@@ -404,7 +400,7 @@ def merge_totals(parts: list[Totals]) -> Totals:
         types=sums(lambda p: p.types, lambda i: type_at[i], len(types)),
         waited=sums(lambda p: p.waited, lambda i: np.append(type_at[i], len(types)), len(types) + 1),
         gaps=per_phase(lambda p: p.gaps),
-        layers=_merge_layers(parts, layer_parts, phase_at, n_phase, wide) if layer_parts else None,
+        layers=_summed(layers) if layers else None,
         bound_names=bounds,
         bounds=sums(lambda p: p.bounds, lambda i: bound_at[i], len(bounds)),
         training=training,
@@ -416,17 +412,11 @@ def merge_totals(parts: list[Totals]) -> Totals:
     )
 
 
-def _merge_layers(parts: list[Totals], which: list[int], phase_at: list[np.ndarray], n_phase: int, wide: int) -> _Sums:
-    total: _Sums | None = None
-    for i in which:
-        layers = parts[i].layers
-        assert layers is not None
-        part = layers.remapped(phase_at[i], n_phase, np.arange(layers.count.shape[1]), wide)
-        if total is None:
-            total = part
-        else:
-            total.add(part)
-    assert total is not None
+def _summed(parts: list[_Sums]) -> _Sums:
+    """The sum of sums on the same axes (the first one, a fresh remapped copy, takes the others)."""
+    total = parts[0]
+    for part in parts[1:]:
+        total.add(part)
     return total
 
 

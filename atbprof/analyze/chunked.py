@@ -90,7 +90,8 @@ def analyze_input(
     from atbprof.importers.detect import load_profile
     from atbprof.importers.ours import is_run_dir, load_run, run_in_parts
 
-    options = {"patterns": patterns, "patterns_file": patterns_file, "top": top, "whatif": whatif}
+    patterns = patterns or load_patterns(patterns_file)
+    profile: Profile | None = None
     if is_run_dir(path):
         planned = run_in_parts(
             path, rank, columns, part_ops or CHUNK_OPS, CHUNKED_FROM if parts_from is None else parts_from
@@ -102,21 +103,23 @@ def analyze_input(
             and run_config(planned[0].meta) is not None
             and isinstance(planned[0].meta.get("summary"), dict)
         ):
-            profile, chunks = planned
             return analyze_run_in_parts(
-                profile,
+                planned[0],
                 path / "ops.parquet",
-                chunks,
+                planned[1],
                 columns=columns,
                 rank=rank,
                 check_other_ranks=check_other_ranks,
+                patterns=patterns,
+                top=top,
+                whatif=whatif,
                 cann_version=cann_version,
-                **options,  # type: ignore[arg-type]
             )
-        if rank is not None:
+        if rank is not None:  # one rank of a run: only its row groups are read
             profile = load_run(path, rank=rank, columns=columns, check_other_ranks=check_other_ranks)
-            return analyze(profile, cann_version=cann_version, **options)  # type: ignore[arg-type]
-    return analyze(load_profile(path, columns=columns), cann_version=cann_version, **options)  # type: ignore[arg-type]
+    if profile is None:
+        profile = load_profile(path, columns=columns)
+    return analyze(profile, patterns=patterns, top=top, whatif=whatif, cann_version=cann_version)
 
 
 def analyze_run_in_parts(

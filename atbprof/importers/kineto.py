@@ -180,6 +180,7 @@ def _ops(
     if not kernels:
         return RawOps.empty(), {}
     names = trace.texts("name", kernels)
+    encoded = pc.dictionary_encode(names)  # the names' text work once per distinct name (a few hundred)
     cats = trace.texts("cat", kernels)
     mtia = pc.is_in(cats, pa.array(sorted(MTIA_CATS)))
     dma = pc.and_(mtia, pc.equal(names, "dma_request"))
@@ -203,11 +204,10 @@ def _ops(
                 "kernels": int(replayed.sum()),
                 "host_ns": int(launches.dur_ns[calls].sum()),
             }
-        host_dur, warmup = _warmup_launches(names, memory, found, host_start, host_dur)
+        host_dur, warmup = _warmup_launches(encoded, memory, found, host_start, host_dur)
         if warmup:
             extra["warmup_launches"] = warmup
     start = ts[kernels]
-    encoded = pc.dictionary_encode(names)  # the names' text work once per distinct name (a few hundred)
     short = pc.utf8_trim_whitespace(pc.replace_substring_regex(encoded.dictionary, r"\s*\(.*$", ""))
     cols: dict[str, pa.Array] = {
         "op_name": names,
@@ -241,7 +241,7 @@ kernel: 100-330 ms seen). That is warm-up, not launch overhead a fusion would re
 
 
 def _warmup_launches(
-    names: pa.Array, memory: pa.Array, found: np.ndarray, host_start: np.ndarray, host_dur: np.ndarray
+    names: pa.DictionaryArray, memory: pa.Array, found: np.ndarray, host_start: np.ndarray, host_dur: np.ndarray
 ) -> tuple[np.ndarray, dict[str, int] | None]:
     """The launches that loaded a kernel (first launch of its name, far slower than any launch): their cost is
     set to the trace's median launch and what they took beyond it is reported apart."""
@@ -253,7 +253,7 @@ def _warmup_launches(
     if not slow.any():
         return host_dur, None
     # each name's first launch: the earliest start, the first row among equal starts
-    code = np.asarray(pc.dictionary_encode(names).indices.to_numpy(zero_copy_only=False), np.int64)
+    code = np.asarray(names.indices.to_numpy(zero_copy_only=False), np.int64)
     rows = np.flatnonzero(kernel)
     order = rows[np.lexsort((rows, host_start[rows], code[rows]))]
     head = np.ones(len(order), bool)

@@ -17,6 +17,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from atbprof.outputs.ownership import MARKER, OutputKind, marker_bytes
@@ -100,7 +101,15 @@ def clean_stale(parent: Path) -> list[str]:
 _DEFERRED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
-_HOLDING: list[int] = []  # signals the CLI's handlers hold back while a staged write holds: [depth, pending...]
+@dataclass
+class _Held:
+    """Staged writes holding signals back on the main thread (nested), and the first signal that came meanwhile."""
+
+    depth: int = 0
+    pending: int | None = None
+
+
+_HELD = _Held()
 
 
 def defer_signal(signum: int) -> bool:
@@ -108,9 +117,8 @@ def defer_signal(signum: int) -> bool:
     then being delivered at its release. Blocking the signal in the main thread is not enough: the kernel gives a
     process-wide signal to another thread (Arrow's, a writer's) when the main one blocks it, and Python still runs
     the handler on the main thread at once."""
-    if _HOLDING and _HOLDING[0] > 0:
-        if len(_HOLDING) == 1:
-            _HOLDING.append(signum)
+    if _HELD.depth > 0:
+        _HELD.pending = _HELD.pending or signum
         return True
     return False
 
@@ -127,9 +135,7 @@ class _Deferred:
 
     def hold(self) -> _Deferred:
         if threading.current_thread() is threading.main_thread():
-            if not _HOLDING:
-                _HOLDING.append(0)
-            _HOLDING[0] += 1
+            _HELD.depth += 1
             self._counted = True
             if hasattr(signal, "pthread_sigmask"):
                 self._old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
@@ -141,9 +147,9 @@ class _Deferred:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)  # type: ignore[arg-type]
         if self._counted:
             self._counted = False
-            _HOLDING[0] -= 1
-            if _HOLDING[0] == 0 and len(_HOLDING) > 1:  # a signal came while held: delivered now
-                signum = _HOLDING.pop()
+            _HELD.depth -= 1
+            if _HELD.depth == 0 and _HELD.pending is not None:  # a signal came while held: delivered now
+                signum, _HELD.pending = _HELD.pending, None
                 signal.raise_signal(signum)
 
 
