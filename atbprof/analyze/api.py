@@ -19,6 +19,7 @@ from atbprof.analyze.patterns import KINDS, OPPORTUNITY_KINDS, PatternSet, load_
 from atbprof.analyze.report import AnalysisReport, Breakdown, Finding, Occurrence, PhaseCount, Source, WhatIf
 from atbprof.analyze.view import OpView, RowsOf, dict_codes, has_values, int_column
 from atbprof.analyze.whatif import whatif_device_model, whatif_resimulated
+from atbprof.arrays import distinct
 from atbprof.fusion.versions import checked_release, for_release, release
 from atbprof.importers.base import Profile, import_warnings
 from atbprof.numerics.report import parse_report
@@ -134,18 +135,21 @@ def _findings(
     # the examples of every finding (its longest occurrences), and the op types of their kernels in one lookup
     examples_of = [rows[np.argsort(-time[rows], kind="stable")[:n_examples]] for rows in groups]
     kernel_level = np.asarray(pc.equal(table.column("level"), "kernel").to_numpy(zero_copy_only=False), bool)
-    chosen = np.concatenate(examples_of) if examples_of else np.zeros(0, np.int64)
-    chosen = chosen[kernel_level[chosen]]
+    every = np.concatenate(examples_of) if examples_of else np.zeros(0, np.int64)
+    chosen = every[kernel_level[every]]
+    # the examples' rows in one take: a take per finding gathers the table's chunks every time
+    samples = table.take(pa.array(every)).to_pylist()
+    sample_at = np.cumsum([0, *(len(b) for b in examples_of)])
     members = pc.list_flatten(table.column("op_indices").take(pa.array(chosen))).to_numpy() if len(chosen) else []
-    kernel_types = types_of(np.unique(np.asarray(members, np.int64)))
-    for rows, best in zip(groups, examples_of, strict=True):
+    kernel_types = types_of(distinct(np.asarray(members, np.int64)))
+    for g, rows in enumerate(groups):
         head = table.slice(int(rows[0]), 1).to_pylist()[0]
         level, kind, pattern, fused_as = (head[k] for k in keys)
         by_phase: dict[str, PhaseCount] = {}
-        for code in np.unique(phase_codes[rows]).tolist():
+        for code in distinct(phase_codes[rows]).tolist():
             sel = rows[phase_codes[rows] == code]
             ph = phase_names[code]
-            n_steps = steps_of.get(ph) or len(np.unique(step[sel])) or 1
+            n_steps = steps_of.get(ph) or len(distinct(step[sel])) or 1
             by_phase[ph] = PhaseCount(
                 count=len(sel),
                 steps=n_steps,
@@ -153,9 +157,8 @@ def _findings(
                 time_us=round(float(time[sel].sum()) / 1e3, 3),
                 est_saving_us=round(float(saving[sel].sum()) / 1e3, 3),
             )
-        sample = table.take(pa.array(best)).to_pylist()
         examples = []
-        for r in sample:
+        for r in samples[sample_at[g] : sample_at[g + 1]]:
             ix = r["op_indices"]
             types = [kernel_types.get(i, "?") for i in ix] if level == "kernel" else _framework_names(framework, ix)
             examples.append(
@@ -391,7 +394,7 @@ def analyze(
         breakdown = breakdown.model_copy(update={"step_kind": "host"})
     facts = TableFacts(
         ops=ops.num_rows,
-        streams=sorted({int(s) for s in np.unique(view.stream).tolist() if s >= 0}),
+        streams=sorted({int(s) for s in distinct(view.stream).tolist() if s >= 0}),
         has_roles=has_values(ops, "role"),
         has_launch=has_values(ops, "host_launch_dur_ns"),
         has_shapes=has_values(ops, "input_shapes"),

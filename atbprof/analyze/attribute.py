@@ -32,6 +32,7 @@ from atbprof.analyze.report import (
 )
 from atbprof.analyze.training import TRAINING_PHASES, training_phases
 from atbprof.analyze.view import OpView, has_values
+from atbprof.arrays import distinct
 
 NO_DEVICE_OP = "(no device op: host lead-in, sync, gaps)"
 _RATIO_COMPUTE = ("mac_ratio", "vec_ratio", "scalar_ratio")
@@ -257,7 +258,7 @@ def attribute_totals(
     frame_phase, wall, op_phase = ch.frame_phase, ch.wall, ch.op_phase
     overhead = ch.overhead
     n_phase = len(phase_names)
-    present = [phase_names[c] for c in np.unique(frame_phase).tolist()]
+    present = [phase_names[c] for c in distinct(frame_phase).tolist()]
     cat_sums = _Sums(op_phase, n_phase, tl(category), len(CATEGORY_NAMES), charged, dur)
     norm, folded = (tl(m) for m in _norm_ops(view, findings, patterns, has_roles))
     norm_kernel = np.bincount(

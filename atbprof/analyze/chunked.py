@@ -31,6 +31,7 @@ from atbprof.analyze.graph_edges import edges_match, graph_edges, run_config
 from atbprof.analyze.patterns import PatternSet, load_patterns
 from atbprof.analyze.report import FINDINGS_SCHEMA, AnalysisReport
 from atbprof.analyze.view import OpView, dict_codes, has_values, int_column
+from atbprof.arrays import distinct
 from atbprof.errors import AtbprofError, InputError
 from atbprof.importers.base import Profile
 
@@ -217,7 +218,7 @@ def _survey(parts: Iterator[pa.Table], edges: pa.Table | None) -> _Survey:
         ops += part.num_rows
         _, types = dict_codes(part.column("op_type"))
         names.update(dict.fromkeys(types))
-        streams.update(np.unique(int_column(part, "stream_id")).tolist())
+        streams.update(distinct(int_column(part, "stream_id")).tolist())
         for column in recorded:
             recorded[column] |= has_values(part, column)
         if edges_ok and edges is not None:

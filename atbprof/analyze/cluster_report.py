@@ -197,6 +197,7 @@ def _rank_findings(
     from atbprof.analyze.api import analyze
     from atbprof.analyze.chunked import analyze_input
     from atbprof.analyze.columns import ANALYZE_COLUMNS
+    from atbprof.heap import release_freed
     from atbprof.importers.detect import load_profile
 
     findings: list[RankFinding] = []
@@ -219,6 +220,8 @@ def _rank_findings(
         steps = max(1, report.source.steps)  # a finding's saving is over the profile: per step, as the split
         savings[r.rank] = round(sum(f.est_saving_us or 0.0 for f in report.findings if f.opportunity) / steps, 3)
         findings += [RankFinding(rank=r.rank, **f.model_dump()) for f in report.findings]
+        del report
+        release_freed()  # a rank's tables are freed: the next one's should not stack on them
     return findings, savings
 
 

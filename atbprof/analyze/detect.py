@@ -17,6 +17,7 @@ import pyarrow as pa
 from atbprof.analyze.patterns import OTHER, SEPARATOR, CompiledLevel, CompiledPattern, PatternSet, token_classes
 from atbprof.analyze.report import FINDINGS_SCHEMA
 from atbprof.analyze.view import OpView, dict_codes, has_values, int_column
+from atbprof.arrays import distinct
 from atbprof.importers.optypes import ELEMENTWISE_WRAPPERS, kernel_functor
 
 EVIDENCE_SEQUENCE = "op-type sequence on one stream"
@@ -142,7 +143,7 @@ def _functor_symbols(level: CompiledLevel, view: OpView, symbols: np.ndarray) ->
         return symbols
     at = np.flatnonzero(np.isin(view.type_codes, np.array(generic, np.int64)))
     name_codes, names = view.codes("op_name")
-    used = np.unique(name_codes[at])
+    used = distinct(name_codes[at])
     used = used[used >= 0]
     if not len(used):
         return symbols
@@ -348,7 +349,7 @@ def detect_parts(
     edge_map = _edge_map(edges) if edges is not None else {}
     parts = []
     if merge is None:
-        merge = merge_wanted(patterns.kernel, len(np.unique(view.stream)), view.type_names)
+        merge = merge_wanted(patterns.kernel, len(distinct(view.stream)), view.type_names)
     # MC2: a MatMul and its collective on two streams
     merged = OpView.build(ops, stream_col="") if merge else None  # no stream column: a step's ops in one group
     number = {id(cp): k for k, cp in enumerate(patterns.kernel.patterns)}
@@ -397,7 +398,7 @@ def outermost_ops(framework: pa.Table, known: CompiledLevel | None = None) -> pa
     parent_row[found] = order[np.minimum(pos[found], n - 1)]
     parent_row[found & (index[parent_row] != parent)] = -1
     covered = np.zeros(n, dtype=bool)
-    for d in np.unique(depth[parent_row >= 0]).tolist():  # parents are shallower: fill depth by depth
+    for d in distinct(depth[parent_row >= 0]).tolist():  # parents are shallower: fill depth by depth
         rows = np.flatnonzero((depth == d) & (parent_row >= 0))
         p = parent_row[rows]
         covered[rows] = covered[p] | is_op[p]

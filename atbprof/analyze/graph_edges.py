@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 
 from atbprof.analyze.view import dict_codes, int_column
+from atbprof.arrays import distinct
 from atbprof.errors import AtbprofError
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def edges_match(edges: pa.Table, ops: pa.Table) -> bool:
     if (phase < 0).any() or (node < 0).any() or node.max(initial=0) >= 1 << 24 or len(type_names) >= 1 << 20:
         return False
     # a run repeats the same few thousand (phase, node, type) triples: compare each distinct one once
-    keys = np.unique((phase << 44) | (node << 20) | types)
+    keys = distinct((phase << 44) | (node << 20) | types)
     for key in keys.tolist():
         p, n, t = key >> 44, (key >> 20) & ((1 << 24) - 1), key & ((1 << 20) - 1)
         if lookup.get((phases[p], n)) != type_names[t]:

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.analyze.view import OpView
+from atbprof.arrays import distinct
 from atbprof.yamlio import load_data
 
 MODULE_PREFIX = "nn.Module: "
@@ -104,7 +105,7 @@ def _top_level(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 def _block_roles(start: np.ndarray, end: np.ndarray, role: np.ndarray, top: np.ndarray) -> list[str]:
     """The block each named range's kernels count for: its top-level range's role, and for a top-level norm the
     role of the next top-level attention / FFN range (other when an embedding, LM head or nothing comes first)."""
-    top_ids = np.unique(top)
+    top_ids = distinct(top)
     top_role = role[top_ids]
     resolved = top_role.copy()
     following = "other"
@@ -119,6 +120,6 @@ def _block_roles(start: np.ndarray, end: np.ndarray, role: np.ndarray, top: np.n
 
 def _owner(start: np.ndarray, end: np.ndarray, top: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Per time: the top-level named range holding it, else the last one that started before it (-1: none)."""
-    tops = np.unique(top)
+    tops = distinct(top)
     k = np.searchsorted(start[tops], t, side="right") - 1
     return np.where(k >= 0, tops[np.clip(k, 0, None)], -1)

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from atbprof.analyze.view import OpView, RowsOf
+from atbprof.arrays import distinct
 from atbprof.importers.optypes import is_hccl_type
 
 _MISSING = np.iinfo(np.int64).min
@@ -45,7 +46,7 @@ def _shifts(step: np.ndarray, at: np.ndarray, e_step: np.ndarray, e_at: np.ndarr
     last launch ended before it (a step's saving is its own; the next step starts when the host gets to it)."""
     if not len(e_at):
         return np.zeros(len(step))
-    steps = np.unique(np.concatenate([step, e_step]))
+    steps = distinct(np.concatenate([step, e_step]))
     lo = int(min(at.min(), e_at.min()))
     width = int(max(at.max(), e_at.max())) - lo + 2
     # one int64 key per (step, time); steps x width stays far below 2**63 for any real profile
@@ -109,7 +110,7 @@ def replay_savings(
     chosen = set(np.flatnonzero(rows).tolist())
     for i in [r for r in order if r in chosen] if order is not None else sorted(chosen):
         pos = np.concatenate([rows_of.rows(members[i]), rows_of.rows((folds or {}).get(i, []))])
-        pos = np.unique(pos[~gone[pos]])
+        pos = distinct(pos[~gone[pos]])
         if not len(pos):
             continue
         pos = pos[np.argsort(view.start[pos], kind="stable")]  # the first to start becomes the fused kernel

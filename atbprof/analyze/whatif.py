@@ -5,7 +5,9 @@ Pure: returns a new findings table with `est_fused_ns` / `est_saving_ns` filled,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import copy
+import os
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -69,12 +71,36 @@ def _is_in(column: pa.ChunkedArray | pa.Array, values: list[str]) -> np.ndarray:
     return np.asarray(pc.fill_null(pc.is_in(column, pa.array(values, column.type)), False).to_numpy(), bool)
 
 
+_LATENCIES: dict[tuple[str, str], dict[str, Any]] = {}
+"""simulate_latency's summaries by config (and the stamps of the files it reads): the ranks of a cluster, one
+config, ask for the same ones."""
+
+
+def _latency(cfg: RunConfig) -> dict[str, Any]:
+    from atbprof.run import simulate_latency  # the simulator: only for runs of ours
+
+    files = (cfg.model.hf_config, cfg.device.spec, cfg.fusion.rules_file)  # the files a config reads
+    key = (cfg.model_dump_json(), " ".join(_file_stamp(f) for f in files if f))
+    if key not in _LATENCIES:
+        if len(_LATENCIES) >= 64:
+            _LATENCIES.clear()
+        _LATENCIES[key] = simulate_latency(cfg).model_dump()
+    return copy.deepcopy(_LATENCIES[key])
+
+
+def _file_stamp(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "missing"  # load_rules says what is wrong with it
+    return f"{st.st_mtime_ns}:{st.st_size}"
+
+
 def whatif_resimulated(
     findings: pa.Table, cfg: RunConfig, before: dict[str, object], span_us: float
 ) -> tuple[pa.Table, WhatIf]:
     """Runs of ours: `before` is run.json's summary (the measured run); one re-simulation per rule involved."""
     from atbprof.fusion import load_rules
-    from atbprof.run import simulate_latency  # the simulator: only for runs of ours
 
     rules_in_order = list(load_rules(cfg.fusion.rules_file).rules)
     use = counted(findings) & _equals(findings, "level", "kernel")
@@ -105,7 +131,7 @@ def whatif_resimulated(
         fusion = cfg.fusion.model_copy(
             update={"enable": tuple(enabled), "disable": tuple(r for r in cfg.fusion.disable if r not in enabled)}
         )
-        s = simulate_latency(cfg.model_copy(update={"fusion": fusion})).model_dump()
+        s = _latency(cfg.model_copy(update={"fusion": fusion}))
         now = total_us(s)
         rows = use & rule_of[rule]
         saved = prev - now

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from atbprof.analyze.attribute import NO_DEVICE_OP
+from atbprof.arrays import distinct
 from atbprof.diff.groups import GroupInfo, Matching
 from atbprof.diff.measure import Side
 from atbprof.diff.report import By, DiffRow
@@ -88,7 +89,7 @@ def diff_rows(base: Side, new: Side, m: Matching, scope_pairs: np.ndarray, by: B
     mask[keys_b] = True
     mask[keys_n] = True
     present = np.flatnonzero(mask)
-    used_groups = np.unique(present % n_groups)
+    used_groups = distinct(present % n_groups)
     instances = np.bincount(
         (present // n_groups) * n_rows + row_of_group[present % n_groups], minlength=n_pairs * n_rows
     ).reshape(n_pairs, n_rows)

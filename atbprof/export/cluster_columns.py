@@ -15,10 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from atbprof.arrays import distinct
 from atbprof.device.collectives import collective_ns, place_pair
 from atbprof.export.cluster import KIND_OF, TRANSPORTS, CommContext, _comm_rows, comm_context
 from atbprof.export.common import EPOCH_BASE_NS, RunSource
-from atbprof.importers.cluster_comm import links_table
+from atbprof.importers.cluster_comm import links_table, summed_links
 from atbprof.importers.cluster_tables import BANDWIDTH_SCHEMA, OPS_SCHEMA
 
 _P2P, _COLLECTIVE = 0, 1
@@ -92,8 +93,10 @@ def communication_tables(
     n_names, n_suffix, n_kinds = int(name_codes.max()) + 2, len(suffixes) + 1, len(kind_names)
     key = (step * 2 + section) * n_names + name_codes
     matrix_key = ((step * 2 + section) * n_kinds + kind) * n_suffix + suffix_codes
-    if len(np.unique(key)) != n or len(np.unique(matrix_key)) != n:
-        return None  # a duplicate key: the JSON keeps the last op's figures at the first one's place
+    if len(distinct(key)) != n or len(distinct(matrix_key)) != n or "total" in suffixes:
+        # a duplicate key: the JSON keeps the last op's figures at the first one's place; a `-total` key: the
+        # matrix would read as torch_npu's summary rows
+        return None
 
     step, section, start, dur, sent, transit = (a[order] for a in (step, section, start, dur, sent, transit))
     kind, transport, suffix_codes = kind[order], transport[order], suffix_codes[order]
@@ -142,14 +145,9 @@ def communication_tables(
         },
         schema=BANDWIDTH_SCHEMA,
     )
-    matrix_keys = pc.binary_join_element_wise(
-        _strings(kind, [k.lower() for k in kind_names]), _strings(suffix_codes, suffixes), "-"
-    )
     send = kind == (kind_names.index("Send") if "Send" in kind_names else -1)
-    links = _links(
-        rank, c, step, section, send, matrix_keys, names, gid, _strings(transport, transports), size_mb, transit
-    )
-    return ops, bandwidth, links_table(rank, links, warnings, where)
+    links = _links(rank, c, step, section, send, names, gid, (transport, transports), size_mb, transit)
+    return ops, bandwidth, summed_links(rank, links)
 
 
 def _encode(values: pa.Array) -> tuple[np.ndarray, list[str]]:
@@ -171,52 +169,82 @@ def _links(
     step: np.ndarray,
     section: np.ndarray,
     send: np.ndarray,
-    matrix_keys: pa.Array,
     names: pa.Array,
     gid: pa.Array,
-    transport: pa.Array,
+    transport: tuple[np.ndarray, list[str]],
     size_mb: np.ndarray,
     transit: np.ndarray,
-) -> dict[str, object]:
-    """The matrix's links of the ops as `links_table` columns (in the JSON's order): a collective's pairs to each
-    peer of the tp group, a send's to the next stage, a receive's from the previous one, each followed by the
-    rank's LOCAL entry."""
-    n, tp, tp_ranks, pp_ranks = len(step), c.tp, c.tp_ranks, c.pp_ranks
+) -> pa.Table:
+    """The matrix's links of the ops summed as `links_table` sums them (the input of `summed_links`): a
+    collective's pairs to each peer of the tp group, a send's to the next stage, a receive's from the previous one,
+    each followed by the rank's LOCAL entry.
+
+    Summed per group of ops rather than per link (a collective has a link to each peer: millions of rows): the ops
+    of a step and section with one transport (and, p2p, one pair) give each of their links the same figures, in
+    op order, so a link's sum is its op group's, added in the same order."""
+    tp, tp_ranks, pp_ranks = c.tp, c.tp_ranks, c.pp_ranks
     p2p = section == _P2P
-    me_tp = tp_ranks.index(rank)
-    peers_tp = [tp_ranks.index(r) for r in tp_ranks if r != rank]
-    links_per = np.where(p2p, 2, len(peers_tp) + 1)
-    owner = np.repeat(np.arange(n), links_per)
-    slot = np.arange(len(owner)) - np.repeat(np.cumsum(links_per) - links_per, links_per)
-    local = slot == links_per[owner] - 1
-    src = np.empty(len(owner), dtype=np.int64)
-    dst = np.empty(len(owner), dtype=np.int64)
-    coll = ~p2p[owner] & ~local
-    src[coll] = me_tp
-    dst[coll] = np.array(peers_tp, dtype=np.int64)[slot[coll]] if peers_tp else 0
-    pp_link = p2p[owner] & ~local
-    me_pp = pp_ranks.index(rank)
+    me_tp, me_pp = tp_ranks.index(rank), pp_ranks.index(rank)
+    peers_tp = np.array([tp_ranks.index(r) for r in tp_ranks if r != rank], dtype=np.int64)
+    codes, transports = transport
+    labels = [*transports, "LOCAL"]
+    local_code, n_labels = labels.index("LOCAL"), len(labels)  # a transport named LOCAL is one key with it
+    with np.errstate(divide="ignore", invalid="ignore"):  # a collective without peers has only its LOCAL link
+        share = size_mb / (np.where(p2p, 2, len(peers_tp) + 1) - 1)
+    to_hbm = share / c.hbm_gbps
+    src = np.full(len(step), me_tp, dtype=np.int64)
+    dst = np.full(len(step), -1, dtype=np.int64)
     for is_send, peer in ((True, rank + tp), (False, rank - tp)):
-        sel = pp_link & (send[owner] == is_send)
+        sel = p2p & (send == is_send)
         if sel.any():
             other = pp_ranks.index(peer)
             src[sel], dst[sel] = (me_pp, other) if is_send else (other, me_pp)
-    me = np.where(p2p, me_pp, me_tp)
-    src[local] = dst[local] = me[owner[local]]
-    share = (size_mb / (links_per - 1))[owner]
-    ms = transit[owner]
-    take = pa.array(owner)
-    steps = pc.binary_join_element_wise("step", pc.cast(pa.array(step), pa.string()), "")
-    return {
-        "step": steps.take(take),
-        "section": _strings(section[owner], list(_SECTIONS)),
-        "key": matrix_keys.take(take),
-        "name": names.take(take),
-        "group": gid.take(take),
-        "src": src,
-        "dst": dst,
-        "transport": pc.if_else(pa.array(local), "LOCAL", transport.take(take)),
-        "size_mb": share,
-        "time_ms": np.where(local, share / c.hbm_gbps, ms),
-        "bandwidth_gbps": np.where(local, round(c.hbm_gbps, 4), _ratio4(share, np.where(local, 0.0, ms))),
-    }
+    out: list[dict[str, np.ndarray]] = []
+
+    def add(ops: np.ndarray, key: np.ndarray, local: bool, fan: np.ndarray | None = None) -> None:
+        """One row per distinct key of `ops` (per peer in `fan`): LOCAL rows, or the ops' own transport."""
+        if not len(ops):
+            return
+        _, first, inverse, count = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+        lead = ops[first]
+        k = len(first)
+        me = np.where(p2p[lead], me_pp, me_tp)
+        rows = {
+            "lead": lead,
+            "src": me if local else src[lead],
+            "dst": me if local else dst[lead],
+            "transport": np.full(k, local_code) if local else codes[lead],
+            "count": count,
+            "size": np.bincount(inverse, weights=share[ops], minlength=k),
+            "time": np.bincount(inverse, weights=(to_hbm if local else transit)[ops], minlength=k),
+            "bandwidth": np.full(k, round(c.hbm_gbps, 4)) if local else _ratio4(share[lead], transit[lead]),
+        }
+        if fan is None:
+            out.append(rows)
+            return
+        for peer in fan.tolist():
+            out.append({**rows, "dst": np.full(k, peer, dtype=np.int64)})
+
+    coll, pair = np.flatnonzero(~p2p), np.flatnonzero(p2p)
+    add(coll, step[coll] * n_labels + codes[coll], local=False, fan=peers_tp)
+    add(coll, step[coll], local=True)
+    width = len(pp_ranks) + 1
+    add(pair, ((step[pair] * width + src[pair] + 1) * width + dst[pair] + 1) * n_labels + codes[pair], local=False)
+    add(pair, step[pair], local=True)
+    cols = {k: np.concatenate([r[k] for r in out]) for k in out[0]}
+    lead = pa.array(cols["lead"])
+    return pa.table(
+        {
+            "step": pc.binary_join_element_wise("step", pc.cast(pa.array(step[cols["lead"]]), pa.string()), ""),
+            "section": _strings(section[cols["lead"]], list(_SECTIONS)),
+            "group": gid.take(lead),
+            "src_local": pa.array(cols["src"].astype(np.int32)),
+            "dst_local": pa.array(cols["dst"].astype(np.int32)),
+            "transport": _strings(cols["transport"], labels),
+            "name_first": names.take(lead),
+            "name_count": cols["count"].astype(np.int64),
+            "size_mb_sum": cols["size"],
+            "time_ms_sum": cols["time"],
+            "bandwidth_gbps_first": cols["bandwidth"],
+        }
+    )

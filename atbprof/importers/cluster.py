@@ -78,6 +78,7 @@ def _load_run(path: Path) -> Cluster:
     from atbprof.export.common import load_run
     from atbprof.export.tables import OP_COLUMNS, StepComputing
     from atbprof.export.timeline import BusyTracker
+    from atbprof.heap import release_freed
 
     source = load_run(path)
     per_rank = source.rank_rows()
@@ -103,9 +104,13 @@ def _load_run(path: Path) -> Cluster:
         step_rows += steps
         for key, table in (("ops", ops), ("bandwidth", bandwidth), ("links", links)):
             tables[key].append(table)
+        del view, computing, tracker, columns, ops, bandwidth, links
+        release_freed()  # each rank's transient arrays would stack on what the last one freed
     tables["steps"] = [pa.Table.from_pylist(step_rows, schema=STEPS_SCHEMA)]
     parallel = {**export.parallel_of(source), "world": source.devices}
-    return _reduce(path, ranks, tables, parallel, warnings)
+    cluster = _reduce(path, ranks, tables, parallel, warnings)
+    release_freed()
+    return cluster
 
 
 def write_part(root: Path, table_name: str, rank: int, table: pa.Table) -> None:

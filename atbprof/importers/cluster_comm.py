@@ -340,13 +340,16 @@ def links_table(rank: int, cols: dict[str, Any], warnings: list[str], where: str
     table = table.append_column("size_mb", pa.array(figures("size_mb")))
     table = table.append_column("time_ms", pa.array(figures("time_ms")))
     table = table.append_column("bandwidth_gbps", pa.array(figures("bandwidth_gbps")))
-    summed = (
-        table.group_by(_LINK_KEYS, use_threads=False)
-        .aggregate(
-            [("name", "first"), ("name", "count"), ("size_mb", "sum"), ("time_ms", "sum"), ("bandwidth_gbps", "first")]
-        )
-        .sort_by([(k, "ascending") for k in _LINK_KEYS])
-    )  # the group-by's own order is not promised
+    summed = table.group_by(_LINK_KEYS, use_threads=False).aggregate(
+        [("name", "first"), ("name", "count"), ("size_mb", "sum"), ("time_ms", "sum"), ("bandwidth_gbps", "first")]
+    )
+    return summed_links(rank, summed)
+
+
+def summed_links(rank: int, summed: pa.Table) -> pa.Table:
+    """The links table of link rows already summed per `_LINK_KEYS` (columns `name_first`, `name_count`,
+    `size_mb_sum`, `time_ms_sum`, `bandwidth_gbps_first` beside the keys), in the keys' order."""
+    summed = summed.sort_by([(k, "ascending") for k in _LINK_KEYS])  # a group-by's own order is not promised
     count = summed["name_count"].to_numpy()
     size, time = summed["size_mb_sum"].to_numpy(), summed["time_ms_sum"].to_numpy()
     one = count == 1

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
+from atbprof.arrays import distinct
 from atbprof.importers.ascend_json import PROFILER_STEP
 from atbprof.importers.assemble import RawFramework, RawHostCalls, RawOps, RawSteps
 from atbprof.importers.kineto_steps import iterations_of
@@ -198,7 +199,7 @@ def _ops(
         replayed = shared > 1
         if replayed.any():
             host_dur = host_dur // np.maximum(shared, 1)
-            calls = np.unique(launch[replayed])
+            calls = distinct(launch[replayed])
             extra["graph_launches"] = {
                 "launches": len(calls),
                 "kernels": int(replayed.sum()),

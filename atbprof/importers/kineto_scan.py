@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
+from atbprof.arrays import distinct
 from atbprof.importers.native import native
 from atbprof.importers.timetext import floats_to_ns
 from atbprof.importers.trace_events import PHASES, TraceEvents, dims_text, int_arg
@@ -56,9 +57,9 @@ class _Values:
                     out[at] = val[at].astype(object)
                 else:
                     codes = val[at]
-                    distinct = np.unique(codes)
-                    table = np.full(int(distinct[-1]) + 1, None, object)
-                    for c in distinct.tolist():
+                    seen = distinct(codes)
+                    table = np.full(int(seen[-1]) + 1, None, object)
+                    for c in seen.tolist():
                         table[c] = lookup[c] if k == _K_STR else orjson.loads(lookup[c])
                     out[at] = table[codes]
         return out.tolist()
@@ -110,7 +111,7 @@ def scan_kineto(path: Path, data: bytes) -> ScannedEvents | None:
     if cols is None or cols["n"] == 0:
         return None
     ph_codes = np.frombuffer(cols["ph"], np.uint8)
-    if not PHASES.issuperset(map(chr, np.unique(ph_codes).tolist())):
+    if not PHASES.issuperset(map(chr, distinct(ph_codes).tolist())):
         return None  # an unknown phase: the general path names the event
     dur = np.frombuffer(cols["dur_us"], np.float64)
     dur_ns, has_dur, bad_dur = floats_to_ns(dur)
@@ -231,7 +232,7 @@ class ScannedEvents(TraceEvents):
             return super().arg_dims(key, rows)
         codes = self.codes["input_dims"][np.asarray(rows, np.int64)]
         texts: list[str | None] = [None] * len(self.raws)
-        for code in np.unique(codes[codes >= 0]).tolist():  # once per distinct text: shapes repeat across calls
+        for code in distinct(codes[codes >= 0]).tolist():  # once per distinct text: shapes repeat across calls
             texts[code] = _dims(self.raws[code])
         return pa.array(texts, pa.string()).take(pa.array(codes, mask=codes < 0))
 

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from atbprof.arrays import distinct
 from atbprof.errors import InputError
 from atbprof.optable.schema import WEEK_NS
 
@@ -104,7 +105,7 @@ def _exact_duplicates(columns: dict[str, pa.Array], start: np.ndarray, dur: np.n
     same = (start[order][1:] == start[order][:-1]) & (dur[order][1:] == dur[order][:-1])
     if not same.any():
         return out
-    candidates = np.unique(np.concatenate([order[1:][same], order[:-1][same]]))
+    candidates = distinct(np.concatenate([order[1:][same], order[:-1][same]]))
     table = pa.table({name: arr.take(pa.array(candidates)) for name, arr in columns.items()})
     table = table.append_column("__row", pa.array(candidates))
     keys = [f.name for f in table.schema if f.name != "__row" and not pa.types.is_nested(f.type)]
@@ -127,7 +128,7 @@ def _check_streams(
         return
     order = live[np.lexsort((start[live], sid[live]))]
     s, st, du = sid[order], start[order], dur[order]
-    for stream in np.unique(s):
+    for stream in distinct(s):
         m = s == stream
         if m.sum() < _MIN_STREAM_TASKS:
             continue

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from atbprof.arrays import distinct
 from atbprof.config.models import RunConfig
 from atbprof.errors import ConfigError
 from atbprof.numerics.arith import REF, Arith
@@ -52,7 +53,7 @@ def query_rows(prompt: int, wanted: int | None) -> np.ndarray:
     """Evenly spaced rows including the first and the last (the longest attention row)."""
     if wanted is None or wanted >= prompt:
         return np.arange(prompt)
-    return np.unique(np.linspace(0, prompt - 1, wanted).round().astype(np.int64))
+    return distinct(np.linspace(0, prompt - 1, wanted).round().astype(np.int64))
 
 
 def merge_stats(items: list[ErrorStats]) -> ErrorStats:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from atbprof.arrays import distinct
 from atbprof.device.spec import DeviceSpec
 from atbprof.importers.base import Profile
 from atbprof.inputs import read_text
@@ -130,7 +131,7 @@ def _held_out(
 ) -> np.ndarray:
     """Per node, its duration predicted by a spec fitted without its fold (`folds`: a fold id per node)."""
     pred = np.full(len(points.med), np.nan)
-    for fold in np.unique(folds[points.use]):
+    for fold in distinct(folds[points.use]):
         test = folds == fold
         spec, _ = _fit(points, base, ~test, x0)
         pred[test] = node_durations(points.kernels, spec)[test]
@@ -171,7 +172,7 @@ def calibrate_profile(
     points = _Points(kernels, med, weight, use, op_type)
     kfold = np.where(use, (np.cumsum(use) - 1) % CV_FOLDS, -1)  # round-robin, in order of first appearance
     by_type = _type_folds(points, node_rows, measured)
-    total = 1 + (len(np.unique(kfold[use])) + len(np.unique(by_type[use])) if cross_validate else 0)
+    total = 1 + (len(distinct(kfold[use])) + len(distinct(by_type[use])) if cross_validate else 0)
     fits = [0]
 
     def fitted() -> None:

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
 
+from atbprof.arrays import distinct
 from atbprof.sim.categories import CATEGORIES
 from atbprof.sim.memory import MemoryEstimate
 from atbprof.sim.parallel_summary import CollectiveUse, Deployment
@@ -170,7 +171,7 @@ class SummaryBuilder:
         ot = batch.column("op_type")
         types = ot.dictionary.to_pylist()
         tidx = ot.indices.to_numpy()[decode]
-        for k in np.unique(tidx).tolist():
+        for k in distinct(tidx).tolist():
             mask = tidx == k
             name = types[k]
             self.type_dev[name] += w * float(dur_d[mask].sum())

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from atbprof.arrays import distinct
 from atbprof.validate.catalog import RULES
 from atbprof.validate.columns import (
     K_FLOAT,
@@ -186,7 +187,7 @@ def _check_ids(table: EventTable, alive: BOOL, thread_scoped: BOOL, out: Collect
     if moved.any():
         # only (pid, tid) tracks that received a moved tid can be merged: check those rows alone
         track = dense_tracks(pid, tid)
-        suspect = np.isin(track, np.unique(track[moved]))
+        suspect = np.isin(track, distinct(track[moved]))
         pairs = np.unique(np.stack([track[suspect], identity[suspect]]), axis=1)
         tracks, per_track = np.unique(pairs[0], return_counts=True)
         shared = tracks[per_track > 1]
@@ -204,7 +205,7 @@ def _check_ids(table: EventTable, alive: BOOL, thread_scoped: BOOL, out: Collect
 def _split_ids(table: EventTable, alive: BOOL) -> str:
     """Name a string id that is also used as a number: Perfetto makes two processes/threads of them."""
     for what, state, value in (("tid", table.tid_state, table.tid), ("pid", table.pid_state, table.pid)):
-        numbers = set(np.unique(value[alive & (state == OK)]).tolist())
+        numbers = set(distinct(value[alive & (state == OK)]).tolist())
         for i in np.flatnonzero(alive & (state == STRING))[:1000].tolist():
             text = table.events[i].get(what)
             if isinstance(text, str) and text.strip().isdigit() and int(text) in numbers:
@@ -226,7 +227,7 @@ def _ranges(table: EventTable, alive: BOOL) -> str:
     bad = alive & (table.pid_state == OUT_OF_RANGE)
     if not bad.any():
         return ""
-    values = np.unique(table.pid_raw[bad])[:3].tolist()
+    values = distinct(table.pid_raw[bad])[:3].tolist()
     return "pid " + ", ".join(f"{v:,}" for v in values) + " → 0"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from atbprof.arrays import distinct
 from atbprof.gc_pause import gc_paused
 from atbprof.validate import flows as flowmod
 from atbprof.validate.columns import MISSING_VALUE, EventTable, build_table
@@ -80,7 +81,7 @@ def _check(table: EventTable, loaded: LoadedTrace, out: Collector, timings: dict
     timings["nesting_and_flows"] = time.perf_counter() - t
 
     alive = surv.alive
-    threads = len(np.unique(track[surv.thread_scoped])) if surv.thread_scoped.any() else 0
+    threads = len(distinct(track[surv.thread_scoped])) if surv.thread_scoped.any() else 0
     return TraceSummary(
         events=table.n,
         events_by_ph=by_ph(table),
@@ -88,7 +89,7 @@ def _check(table: EventTable, loaded: LoadedTrace, out: Collector, timings: dict
         counters=counters,
         counter_tracks=counter_tracks,
         flows=flow_links,
-        processes=len(np.unique(table.pid[alive])) if alive.any() else 0,
+        processes=len(distinct(table.pid[alive])) if alive.any() else 0,
         threads=threads,
     )
 
@@ -135,13 +136,13 @@ def _sweep_and_flows(
 
     rows = np.flatnonzero(x_rows | be_rows | surv.instants_thread | v1)
     order = rows[np.lexsort((key[rows], table.ts[rows], track[rows]))]  # stable: file order breaks the last ties
-    exact = {int(v) for v in np.unique(track[be_rows | (x_rows & (table.dur < 0))]).tolist()}
+    exact = {int(v) for v in distinct(track[be_rows | (x_rows & (table.dur < 0))]).tolist()}
     swept = sweep(order, track, ph_eff, table.ts, dur, table.name, table.cat, bind_enclosing, has_v2, exact)
     _report_sweep(table, swept, int(x_rows.sum()), out)
 
     # the importer's global order (ts, key, index), needed only among flow events and the slices pending f bind to
     targets = np.fromiter(swept.pending_bound.values(), dtype=np.int64, count=len(swept.pending_bound))
-    relevant = np.unique(np.r_[v1_rows, v2_rows, targets])
+    relevant = distinct(np.r_[v1_rows, v2_rows, targets])
     rank = np.full(table.n, -1, dtype=np.int64)
     rank[relevant[np.lexsort((key[relevant], table.ts[relevant]))]] = np.arange(len(relevant))
     v2_values = list(zip(*(table.sparse(k, v2_rows) for k in ("bind_id", "flow_in", "flow_out")), strict=True))

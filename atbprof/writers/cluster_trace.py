@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from isal import igzip
 
+from atbprof.arrays import distinct
 from atbprof.importers.base import Profile
 from atbprof.importers.cluster_tables import Cluster, RankProfile
 from atbprof.optable.schema import SCHEMA_VERSION
@@ -272,7 +273,7 @@ def _rank_document(
     c_dur = side.comm_end[c_rows] - side.comm_start[c_rows]
     c_lane = stream_lanes(np.zeros(len(c_rows), np.int64), c_ts, c_ts + c_dur)
     threads = [(STEP_TID, "Step")]
-    threads += [(COMM_TID + n, "Communication" + (f" (overlap {n})" if n else "")) for n in np.unique(c_lane).tolist()]
+    threads += [(COMM_TID + n, "Communication" + (f" (overlap {n})" if n else "")) for n in distinct(c_lane).tolist()]
     if not len(c_lane):
         threads.append((COMM_TID, "Communication"))
     first_stream_tid = COMM_TID + (int(c_lane.max()) + 1 if len(c_lane) else 1)
@@ -335,7 +336,7 @@ def _kernel_tids(
     lane = stream_lanes(dense, ts, ts + dur)
     width = int(lane.max()) + 1
     key = dense * width + lane
-    used = np.unique(key)
+    used = distinct(key)
     tid_of = np.zeros(int(used[-1]) + 1, np.int64)
     tid_of[used] = first_tid + np.arange(len(used))
     names = []
