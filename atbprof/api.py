@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from atbprof.config.models import RunConfig
     from atbprof.importers.base import Profile
     from atbprof.run import RunResult
+    from atbprof.serving.run import ServingResult
     from atbprof.target import Target
 
 from atbprof.analyze.entry import analyze_any as analyze
@@ -43,7 +44,7 @@ def simulate(
     overrides: Sequence[str] = (),
     out: PathLike | None = None,
     force: bool = False,
-) -> RunResult:
+) -> RunResult | ServingResult:
     """`atbprof run`: the config simulated and its run directory written (`out`, default traces/<name>; an
     existing one is replaced only with `force`, and only if atbprof wrote it). `config`: a YAML file, a run
     directory (that run again) or a `RunConfig`; `overrides`: `KEY.PATH=VALUE` as `--set` takes them."""

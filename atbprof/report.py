@@ -42,6 +42,14 @@ def sections_of(target: Target) -> list[Section]:
         from atbprof.render.sweep import sections as sweep_sections
 
         return sweep_sections(target.result.report)
+    from atbprof.target import ServingTarget
+
+    if isinstance(target, ServingTarget):
+        from atbprof.render.serving_diff import serving_diff_sections
+        from atbprof.render.serving_summary import serving_sections
+
+        out = [sec for side in target.sides for sec in serving_sections(side.summary, side.name)]
+        return out + (serving_diff_sections(target.diff) if target.diff is not None else [])
     from atbprof.render.analyze import sections as analysis_sections
 
     return analysis_sections(target.report)

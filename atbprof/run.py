@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -28,6 +28,9 @@ from atbprof.writers.chrome import ChromeTraceWriter
 from atbprof.writers.parquet import ParquetOpsWriter
 from atbprof.writers.perfetto import PerfettoTraceWriter
 from atbprof.writers.selection import MAX_TRACE_RANKS, TraceSelection, compact_ranges, parse_ranges, select_trace
+
+if TYPE_CHECKING:
+    from atbprof.serving.run import ServingResult
 
 Progress = Callable[[int, int], None]
 """Ranks one trace may show (a process group each, sharing output.trace_max_mb)."""
@@ -223,12 +226,22 @@ def simulate_latency(cfg: RunConfig) -> LatencySummary:
 
 
 def default_out_dir(cfg: RunConfig) -> Path:
-    return Path(cfg.output.dir) if cfg.output.dir else Path("traces") / cfg.name
+    from atbprof.outputs.paths import default_run_dir
+
+    return default_run_dir(cfg.output.dir, cfg.name)
 
 
 def run_simulation(
     cfg: RunConfig, out_dir: Path | None = None, force: bool = False, progress: Progress | None = None
-) -> RunResult:
+) -> RunResult | ServingResult:
+    """The run directory of a config: a batch's op table and traces, or a serving workload's request and
+    iteration tables (atbprof/serving/)."""
+    if cfg.workload.kind == "serving":
+        from atbprof.serving.run import run_serving
+
+        if cfg.numerics.enabled:
+            raise ConfigError("numerics: --numerics executes one batch's layers; a serving workload has none")
+        return run_serving(cfg, out_dir, force)
     sim = Simulation(cfg)
     traced_ranks(sim)  # a bad output.trace_ranks stops the run before anything is written
     out = out_dir or default_out_dir(cfg)

@@ -19,9 +19,11 @@ if TYPE_CHECKING:
     from atbprof.analyze.cluster_report import ClusterReport
     from atbprof.analyze.report import AnalysisReport
     from atbprof.diff.report import DiffReport
+    from atbprof.diff.serving_report import ServingDiff
+    from atbprof.serving.summary import ServingSummary
     from atbprof.sweep.report import SweepResult
 
-Kind = Literal["run", "diff", "cluster", "sweep", "profile"]
+Kind = Literal["run", "diff", "cluster", "sweep", "profile", "serving", "serving-diff"]
 
 
 @dataclass(frozen=True)
@@ -102,17 +104,50 @@ class ProfileTarget(_OnePath):
         return self.path.name
 
 
-Target = RunTarget | DiffTarget | ClusterTarget | SweepTarget | ProfileTarget
+@dataclass(frozen=True)
+class ServingSide:
+    """One serving run: its summary and its per-request latencies (the iterations are not drawn)."""
+
+    path: Path
+    name: str
+    summary: ServingSummary
+    requests: pa.Table
+
+
+@dataclass(frozen=True)
+class ServingTarget:
+    """A serving run (`workload.kind: serving`), or two of them compared (`diff` set)."""
+
+    sides: tuple[ServingSide, ...]
+    diff: ServingDiff | None = None
+
+    @property
+    def kind(self) -> Literal["serving", "serving-diff"]:
+        return "serving" if self.diff is None else "serving-diff"
+
+    @property
+    def name(self) -> str:
+        return "-vs-".join(s.name for s in self.sides)
+
+    @property
+    def paths(self) -> list[Path]:
+        return [s.path for s in self.sides]
+
+
+Target = RunTarget | DiffTarget | ClusterTarget | SweepTarget | ProfileTarget | ServingTarget
 
 
 def path_kind(path: Path) -> Kind:
     """What one existing path holds (cheap: names and markers, nothing parsed)."""
+    from atbprof.diff.serving import is_serving_run
     from atbprof.importers.cluster import is_cluster
     from atbprof.importers.ours import is_run_dir
     from atbprof.sweep.report import is_sweep_dir
 
     if is_sweep_dir(path):
         return "sweep"
+    if is_serving_run(path):
+        return "serving"
     if is_cluster(path):
         return "cluster"
     if is_run_dir(path):
@@ -128,10 +163,13 @@ def load_target(paths: list[Path], top: int = 10) -> Target:
     for p in paths:
         if not p.exists():
             raise InputError(f"{p}: no such file or directory; give a run directory, a profile, a cluster or a sweep")
+    kinds = [path_kind(p) for p in paths]
+    if "serving" in kinds:
+        return _serving_target(paths)
     if len(paths) == 2:
         return _diff_target(paths[0], paths[1], top)
     path = paths[0]
-    kind = path_kind(path)
+    kind = kinds[0]
     if kind == "sweep":
         from atbprof.sweep.api import read_sweep
 
@@ -208,6 +246,17 @@ def _run_target(path: Path, top: int) -> RunTarget:
     doc = read_run_json(path)
     steps = read_steps(path / "steps.parquet") if (path / "steps.parquet").exists() else None
     return RunTarget(path, str(doc.get("name", path.name)), doc, steps, op_groups(path / "ops.parquet"), top)
+
+
+def _serving_target(paths: list[Path]) -> ServingTarget:
+    from atbprof.diff.serving import diff_serving_paths, read_serving_run
+
+    sides = []
+    for p in paths:
+        requests, summary = read_serving_run(p)
+        sides.append(ServingSide(p, p.name, summary, requests))
+    diff = diff_serving_paths(paths[0], paths[1]) if len(paths) == 2 else None
+    return ServingTarget(tuple(sides), diff)
 
 
 def _diff_target(base: Path, new: Path, top: int) -> DiffTarget:

@@ -7,8 +7,8 @@ from types import ModuleType
 from tests.conftest import ROOT
 
 
-def _summary() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_summary", ROOT / "scripts" / "bench_summary.py")
+def _summary(script: str = "bench_summary") -> ModuleType:
+    spec = importlib.util.spec_from_file_location(script, ROOT / "scripts" / f"{script}.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -19,6 +19,23 @@ def test_the_performance_summary_is_generated_from_the_results() -> None:
     mod = _summary()
     page = mod.PAGE.read_text()
     assert mod.updated(page) == page, "run `python scripts/bench_summary.py` (or `make bench`)"
-    for name in ("scale", "cluster", "diff", "sweep"):
+    for name in ("scale", "cluster", "diff", "sweep", "serving"):
         assert (mod.RESULTS / f"{name}.json").is_file(), f"benchmarks/{name}.json: run `make bench`"
     assert len(mod.rows()) >= 9
+
+
+def test_the_serving_page_comparison_is_generated_from_its_results() -> None:
+    """docs/serving.md's table against the published benchmark is what benchmarks/serving_published.json gives."""
+    import json
+
+    mod = _summary("compare_serving")
+    page = mod.PAGE.read_text()
+    doc = json.loads(mod.RESULTS.read_text())
+    assert mod.updated(page, doc) == page, "run `python scripts/compare_serving.py`"
+    assert [c["name"] for c in doc["cases"]] == [c["name"] for c in _published()["cases"]]
+
+
+def _published() -> dict:
+    from atbprof.yamlio import load_data
+
+    return load_data((ROOT / "benchmarks" / "serving_published.yaml").read_text())  # type: ignore[no-any-return]

@@ -68,8 +68,18 @@ def diff(
 
     def body() -> None:
         nonlocal regression, untested
+        from atbprof.diff.serving import is_serving_run
         from atbprof.importers.cluster import is_cluster
 
+        if is_serving_run(base) or is_serving_run(new):  # request by request, at the percentile level
+            from atbprof.diff.serving import diff_serving_paths
+            from atbprof.render.serving_diff import render_serving_diff, serving_diff_json, serving_diff_markdown
+
+            slower = parse_percent(fail_if_slower, "--fail-if-slower") if fail_if_slower else None
+            s = diff_serving_paths(base, new, parse_percent(threshold, "--threshold"), slower)
+            emit(format_, lambda: serving_diff_json(s), lambda: serving_diff_markdown(s), render_serving_diff, s)
+            regression = bool(s.regression)
+            return
         if is_cluster(base) or is_cluster(new):  # ranks paired by id, stages by index
             from atbprof.diff.clusters import diff_cluster_paths
             from atbprof.render.cluster_diff import cluster_diff_json, cluster_diff_markdown, render_cluster_diff

@@ -46,8 +46,8 @@ def run(
 ) -> None:
     """Simulate LLaMA layers on a modelled Ascend NPU and write ops.parquet, run.json and trace.json.gz."""
     from atbprof.config import RunConfig, load_config
-    from atbprof.render.run_summary import render_run, run_json
-    from atbprof.run import run_simulation
+    from atbprof.render.run_summary import render_run
+    from atbprof.run import RunResult, run_simulation
 
     def body() -> None:
         overrides = [f"fusion={fusion}"] if fusion is not None else []
@@ -80,8 +80,12 @@ def run(
         with progress("simulating", format_ is OutputFormat.rich, "ops") as on_ops:
             result = run_simulation(cfg, out, force, on_ops)
         if format_ is OutputFormat.json:
-            sys.stdout.write(orjson.dumps(run_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
-        else:
+            sys.stdout.write(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        elif isinstance(result, RunResult):
             render_run(result, console())
+        else:
+            from atbprof.render.serving_summary import render_serving
+
+            render_serving(result, console())
 
     guard(body, verbose)

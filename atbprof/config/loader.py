@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from atbprof.config.models import KV_REUSE_WITH_PAGED_ATTENTION, RunConfig
+from atbprof.config.models import KV_REUSE_WITH_PAGED_ATTENTION, LENGTH_NAMES, RunConfig
 from atbprof.errors import ConfigError, InputError
 from atbprof.suggest import did_you_mean
 from atbprof.yamlio import Lines, YamlDoc, YamlSyntaxError, parse_yaml, read_yaml
@@ -345,6 +345,10 @@ def _validate(
         device.setdefault("preset", None)
     if isinstance(data.get("fusion"), dict) and isinstance(data["fusion"].get("rules_file"), str):
         data["fusion"]["rules_file"] = _resolve(base, data["fusion"]["rules_file"])
+    workload = data.get("workload")
+    lengths = workload.get("lengths") if isinstance(workload, dict) else None
+    if isinstance(lengths, str) and lengths not in LENGTH_NAMES:  # a lengths file, as the other files of a config
+        workload["lengths"] = _resolve(base, lengths)  # type: ignore[index]
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:

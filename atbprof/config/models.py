@@ -5,7 +5,16 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    Strict,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from atbprof.errors import AtbprofError
 from atbprof.suggest import did_you_mean
@@ -60,7 +69,9 @@ class ModelSection(_Section):
     """A preset name (atbprof/data/models) or a Hugging Face LLaMA config.json, plus optional overrides."""
 
     preset: str | None = Field(
-        default=None, description="llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, qwen3-8b, mixtral-8x7b"
+        default=None,
+        description="llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, qwen3-8b, mixtral-8x7b, qwen2.5-7b, "
+        "llama3.1-8b",
     )
     hf_config: str | None = Field(default=None, description="path to a Hugging Face config.json")
     architecture: Literal["llama", "gpt"] = Field(
@@ -151,7 +162,34 @@ class DeviceSection(_Section):
         return value
 
 
+LENGTH_NAMES = ("fixed", "sharegpt")
+"""`workload.lengths` values that name a distribution (fixed, or atbprof/data/serving_lengths.yaml); any other value
+is a lengths file."""
+SERVING_FIELDS = (
+    "requests",
+    "rate_qps",
+    "input_len",
+    "output_len",
+    "lengths",
+    "max_num_seqs",
+    "block_size",
+    "scheduler",
+    "gpu_memory_utilization",
+    "max_concurrency",
+    "slo_ttft_ms",
+    "slo_tpot_ms",
+)
+"""The keys of `kind: serving` (a request stream through a vLLM-style scheduler: atbprof/serving/)."""
+BATCH_FIELDS = ("batch_size", "prompt_len", "decode_tokens", "kv_cache", "kv_cache_len")
+"""The keys of `kind: batch` (one batch, prefill then decode), which a serving workload does not read."""
+
+
 class WorkloadSection(_Section):
+    kind: Literal["batch", "serving"] = Field(
+        default="batch",
+        description="batch = one batch: prefill then decode_tokens steps; serving = a stream of requests through "
+        "a vLLM-style scheduler (continuous batching, paged KV blocks): TTFT / TPOT percentiles under load",
+    )
     batch_size: int = Field(default=1, ge=1, le=4096)
     prompt_len: int = Field(default=512, ge=1, le=1_048_576)
     decode_tokens: int = Field(default=128, ge=0, le=1_000_000)
@@ -176,6 +214,81 @@ class WorkloadSection(_Section):
         "iteration, shared by the batch; each chunk attends to the cached prefix; activations are sized for one "
         "chunk. None = the whole batch's prompt in one step",
     )
+
+    # -- kind: serving ---------------------------------------------------------------------------------------
+    requests: int = Field(default=1000, ge=1, le=1_000_000, description="serving: requests in the stream")
+    rate_qps: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1e6,
+        description="serving: mean arrival rate (requests/s) of a Poisson stream; 0 = every request at t = 0 "
+        "(the closed-loop maximum); a lengths FILE with arrival_s gives its own times",
+    )
+    input_len: int = Field(default=512, ge=1, le=1_048_576, description="serving, lengths: fixed: prompt tokens")
+    output_len: int = Field(
+        default=128, ge=1, le=1_048_576, description="serving, lengths: fixed: generated tokens (the first included)"
+    )
+    lengths: str = Field(
+        default="fixed",
+        min_length=1,
+        max_length=4096,
+        description="serving: fixed (input_len, output_len), sharegpt (the ShareGPT distribution vLLM's "
+        "benchmarks sample: atbprof/data/serving_lengths.yaml), or a CSV FILE with input_len, output_len and "
+        "optionally arrival_s columns",
+    )
+    max_num_seqs: int = Field(default=256, ge=1, le=65_536, description="serving: sequences per iteration at most")
+    block_size: int = Field(default=128, ge=1, le=65_536, description="serving: tokens per paged KV block")
+    scheduler: Literal["prefill_first", "chunked"] = Field(
+        default="prefill_first",
+        description="serving: prefill_first = vLLM's scheduler without chunked prefill (waiting prompts first, "
+        "whole, in their own iterations); chunked = chunked prefill (running decodes first, then prompt chunks "
+        "in the rest of the max_num_batched_tokens budget, as vLLM V1)",
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.9,
+        gt=0.0,
+        le=1.0,
+        description="serving: share of device memory the engine may use; the KV blocks get what weights, "
+        "activations and workspace leave (vLLM's gpu_memory_utilization, default 0.9)",
+    )
+    max_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="serving: requests the client keeps in flight at most (vLLM bench's --max-concurrency): a "
+        "request is sent at its arrival time or when one of those finishes, whichever is later; none = no limit",
+    )
+    slo_ttft_ms: float | None = Field(default=None, gt=0, le=1e9, description="serving: TTFT target for goodput")
+    slo_tpot_ms: float | None = Field(default=None, gt=0, le=1e9, description="serving: TPOT target for goodput")
+
+    @model_serializer(mode="wrap")
+    def _dump_own_kind(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """Only the keys of the workload's kind (a batch workload's dump is what it was before serving existed:
+        run.json and sweep keys stay byte-identical)."""
+        out: dict[str, object] = handler(self)
+        drop = {*SERVING_FIELDS, "kind"} if self.kind == "batch" else set(BATCH_FIELDS)
+        return {k: v for k, v in out.items() if k not in drop}
+
+    @model_validator(mode="after")
+    def _kind_keys(self) -> WorkloadSection:
+        other = BATCH_FIELDS if self.kind == "serving" else SERVING_FIELDS
+        fields = type(self).model_fields
+        # a key of the other kind at its default is no mistake (a config dumped whole, as older run.json files hold)
+        stray = [k for k in other if k in self.model_fields_set and getattr(self, k) != fields[k].default]
+        if stray:
+            belongs = "batch" if self.kind == "serving" else "serving"
+            raise ValueError(
+                f"{', '.join(stray)}: {'keys' if len(stray) > 1 else 'a key'} of kind: {belongs}, while this "
+                f"workload is kind: {self.kind}; remove {'them' if len(stray) > 1 else 'it'} or set kind: {belongs}"
+            )
+        budget = self.max_num_batched_tokens
+        if self.kind == "serving" and budget is not None and budget < self.max_num_seqs:
+            raise ValueError(
+                f"max_num_batched_tokens = {budget:,} is below max_num_seqs = {self.max_num_seqs:,}: a decode "
+                "iteration of every sequence would not fit the token budget (vLLM requires max_num_batched_tokens "
+                ">= max_num_seqs); raise it or lower max_num_seqs"
+            )
+        return self
 
     @model_validator(mode="after")
     def _tokens_fit(self) -> WorkloadSection:

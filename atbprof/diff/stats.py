@@ -57,7 +57,7 @@ def _pct(delta: float, base: float) -> float | None:
     return 100.0 * delta / base if base else None
 
 
-def _verdict(delta: float, base: float, lo: float | None, hi: float | None, threshold_pct: float) -> bool:
+def verdict(delta: float, base: float, lo: float | None, hi: float | None, threshold_pct: float) -> bool:
     big = abs(delta) >= abs(base) * threshold_pct / 100.0 and delta != 0.0
     if lo is None or hi is None:
         return big
@@ -131,7 +131,7 @@ def compare(
         delta_pct=_pct(delta, value_b),
         ci_low=lo,
         ci_high=hi,
-        significant=method != "untestable" and _verdict(delta, value_b, lo, hi, threshold),
+        significant=method != "untestable" and verdict(delta, value_b, lo, hi, threshold),
         method=method,
         n_base=nb,
         n_new=nn,

@@ -83,6 +83,11 @@ def _load_dir(path: Path, columns: Sequence[str] | None = None) -> Profile:
     if inside:
         shown = ", ".join(inside[:8]) + (", ..." if len(inside) > 8 else "")
         raise InputError(f"{path}: holds {len(inside)} profiles ({shown}); pass one of them")
+    if (path / "requests.parquet").is_file() and (path / "iterations.parquet").is_file():
+        raise InputError(
+            f"{path}: a serving run (requests and iterations, no kernels): its summary is in run.json; compare two "
+            "with `atbprof diff BASE NEW`; for the kernels of one iteration run its batch (workload.kind: batch)"
+        )
     raise InputError(f"{path}: a directory with no profile in it\n{ACCEPTED}")
 
 

@@ -24,6 +24,11 @@ _WHAT = {
 }
 
 
+def default_run_dir(output_dir: str | None, name: str) -> Path:
+    """Where `atbprof run` writes when no --out is given: output.dir, else traces/<name>."""
+    return Path(output_dir) if output_dir else Path("traces") / name
+
+
 def absolute(path: Path) -> Path:
     """`path` made absolute through what exists of it (symlinked parents resolved), its own name kept."""
     return Path(path).parent.resolve() / Path(path).name

@@ -9,7 +9,7 @@ from atbprof.plots.base import Plot
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from atbprof.target import ClusterTarget, DiffTarget, ProfileTarget, RunTarget, Target
+    from atbprof.target import ClusterTarget, DiffTarget, ProfileTarget, RunTarget, ServingTarget, Target
 
 
 def figures(target: Target) -> list[Plot]:
@@ -24,7 +24,21 @@ def figures(target: Target) -> list[Plot]:
 
         r = target.result
         return sweep_plots(r.spec, r.report, r.table)
+    from atbprof.target import ServingTarget
+
+    if isinstance(target, ServingTarget):
+        return _serving(target)
     return _profile(target)
+
+
+def _serving(t: ServingTarget) -> list[Plot]:
+    from atbprof.plots.serving import latency_cdf_plot
+
+    def ms(table: pa.Table, column: str) -> Any:
+        return table.column(column).to_numpy(zero_copy_only=False)
+
+    sides = [(s.name, ms(s.requests, "ttft_ms"), ms(s.requests, "tpot_ms")) for s in t.sides]
+    return [latency_cdf_plot(sides, t.name)]
 
 
 def run_breakdown_side(doc: dict[str, Any], label: str | None = None) -> dict[str, Any]:

@@ -50,6 +50,28 @@ def sections(report: SweepReport) -> list[Section]:
             gain = "-" if g.gain_pct is None else f"{g.gain_pct:+.1f}"
             sec.rows.append([*(_cell(g.at.get(k)) for k in keys), _cell(g.base), _cell(g.new), gain])
         out.append(sec)
+    if report.capacity:
+        keys = [a.key for a in report.axes if a.key != "workload.rate_qps"]
+        sec = Section(
+            "capacity under the SLO (p99): the highest swept rate meeting it",
+            headers=[*keys, "SLO", "requests/s", "first missing", "TTFT p99 ms", "TPOT p99 ms"],
+            numeric=set(range(len(keys) + 1, len(keys) + 5)),
+        )
+        for row in report.capacity:
+            slo = ", ".join(
+                f"{k} <= {v:g} ms" for k, v in (("TTFT", row.slo_ttft_ms), ("TPOT", row.slo_tpot_ms)) if v is not None
+            )
+            sec.rows.append(
+                [
+                    *(_cell(row.at.get(k)) for k in keys),
+                    slo,
+                    _cell(row.rate_qps),
+                    _cell(row.first_missing_qps),
+                    _cell(row.ttft_p99_ms),
+                    _cell(row.tpot_p99_ms),
+                ]
+            )
+        out.append(sec)
     if report.claims:
         sec = Section("claims beside the model", headers=["claim", "claimed %", "model %", "difference (points)"])
         sec.numeric = {1, 2, 3}
@@ -61,7 +83,13 @@ def sections(report: SweepReport) -> list[Section]:
             sec.rows.append([cl.label, claimed, model, diff])
         out.append(sec)
     keys = [a.key for a in report.axes]
-    cols = ["fits", "decode_ms_per_token", "ttft_ms", "tokens_per_s"]
+    serving = any("serving.tpot_ms.p99" in r for r in report.rows)
+    if serving:
+        cols = ["fits", "serving.ttft_ms.p99", "serving.tpot_ms.p99", "serving.requests_per_s"]
+        heads = ["fits", "TTFT p99 ms", "TPOT p99 ms", "requests/s"]
+    else:
+        cols = ["fits", "decode_ms_per_token", "ttft_ms", "tokens_per_s"]
+        heads = ["fits", "decode ms/token", "TTFT ms", "tokens/s"]
     table = Section(
         "points"
         + (
@@ -69,7 +97,7 @@ def sections(report: SweepReport) -> list[Section]:
             if report.points > PREVIEW_ROWS
             else ""
         ),
-        headers=["point", *keys, "fits", "decode ms/token", "TTFT ms", "tokens/s"],
+        headers=["point", *keys, *heads],
         numeric={0, *range(len(keys) + 2, len(keys) + 5)},
     )
     for r in report.rows[:PREVIEW_ROWS]:

@@ -111,6 +111,11 @@ def _kv_bytes(d: ModelDims, batch: int, context: int, share: StageShare | None =
     return 2.0 * layers * d.kv_local * d.head_dim * d.dsize * batch * context
 
 
+def kv_bytes_per_token(d: ModelDims) -> float:
+    """K and V of one token over every layer of one rank's share (the paged cache's unit)."""
+    return _kv_bytes(d, 1, 1)
+
+
 def _weights_bytes(d: ModelDims, share: StageShare | None = None) -> float:
     if share is None:
         return float(d.weight_bytes() + d.table_bytes())

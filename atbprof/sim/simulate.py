@@ -200,6 +200,8 @@ class Simulation:
     """Everything resolved from a config; `batches()` streams the op table."""
 
     def __init__(self, cfg: RunConfig, batch_rows: int = 1 << 17) -> None:
+        if cfg.workload.kind != "batch":  # a serving workload prices its iterations through a batch config
+            raise ConfigError("workload.kind: serving runs through `atbprof run` (atbprof/serving/), not one batch")
         self.cfg = cfg
         self.device: DeviceSpec = load_device(cfg.device.preset, cfg.device.spec)
         full = resolve_model(cfg.model)

@@ -15,8 +15,16 @@ import orjson
 import pyarrow as pa
 
 from atbprof.errors import InputError
+from atbprof.sweep.capacity import capacity
 from atbprof.sweep.compare import claims, gains
-from atbprof.sweep.report import PREVIEW_COLUMNS, PointError, SweepReport, SweepResult, is_sweep_dir
+from atbprof.sweep.report import (
+    PREVIEW_COLUMNS,
+    SERVING_PREVIEW_COLUMNS,
+    PointError,
+    SweepReport,
+    SweepResult,
+    is_sweep_dir,
+)
 from atbprof.sweep.spec import SweepSpec, build_spec
 from atbprof.sweep.table import sweep_table
 
@@ -165,7 +173,8 @@ def _report(
     ]
     fits = table.column("fits").to_pylist()
     errs = table.column("error").to_pylist()
-    wanted = [*spec.swept_keys(), *PREVIEW_COLUMNS]
+    serving = "serving.requests_per_s" in table.column_names
+    wanted = [*spec.swept_keys(), *(SERVING_PREVIEW_COLUMNS if serving else PREVIEW_COLUMNS)]
     rows = table.select([c for c in wanted if c in table.column_names]).to_pylist()
     return SweepReport(
         name=spec.name,
@@ -181,6 +190,7 @@ def _report(
         compare=spec.compare,
         gains=g,
         claims=claims(spec, g),
+        capacity=capacity(spec, table),
         errors=errors,
         rows=[{"point": i, **r} for i, r in enumerate(rows)],
         files=[],
@@ -204,7 +214,7 @@ def write_sweep(root: Path, result: SweepResult, runs: Path | bool, shown_as: Pa
         "generator": "atbprof",
         "kind": "sweep",
         "spec": result.spec.model_dump(mode="json"),
-        "report": result.report.model_dump(mode="json", exclude={"out", "files", "resumed", "notes"}),
+        "report": result.report.dump(exclude={"out", "files", "resumed", "notes"}),
     }
     (root / "sweep.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     plots = sweep_plots(result.spec, result.report, result.table)

@@ -47,5 +47,27 @@ FIGURES: list[tuple[str, pa.DataType, str]] = [
 ]
 """The figures of a point, in column order (after point, the swept keys, fits and error)."""
 
-NUMERIC_FIGURES = tuple(name for name, typ, _ in FIGURES if typ in (pa.float64(), pa.int64()))
+SERVING_FIGURES: list[tuple[str, pa.DataType, str]] = [
+    *(
+        (f"serving.{m}.{st}", pa.float64(), f"{label}, {st} over the requests, ms")
+        for m, label in (
+            ("ttft_ms", "time to first token"),
+            ("tpot_ms", "time per output token"),
+            ("e2e_ms", "end to end"),
+        )
+        for st in ("mean", "p50", "p90", "p99")
+    ),
+    ("serving.requests_per_s", pa.float64(), "requests served per second"),
+    ("serving.output_tokens_per_s", pa.float64(), "output tokens per second"),
+    ("serving.goodput.requests_per_s", pa.float64(), "requests per second meeting every SLO"),
+    ("serving.goodput.share", pa.float64(), "share of the requests meeting every SLO"),
+    ("serving.goodput.slo_ttft_ms", pa.float64(), "the point's TTFT target, ms"),
+    ("serving.goodput.slo_tpot_ms", pa.float64(), "the point's TPOT target, ms"),
+    ("serving.decode_batch_mean", pa.float64(), "decode sequences per iteration (mean)"),
+    ("serving.kv_utilisation_peak", pa.float64(), "KV blocks in use at the peak, share"),
+    ("serving.preemptions", pa.int64(), "sequences preempted (KV cache full)"),
+]
+"""A serving workload's figures (summary.serving): columns of sweep.parquet when a point serves requests."""
+
+NUMERIC_FIGURES = tuple(name for name, typ, _ in (*FIGURES, *SERVING_FIGURES) if typ in (pa.float64(), pa.int64()))
 """The figures a compare may take (lower is better)."""

@@ -50,9 +50,14 @@ def run_point(task: PointTask) -> dict[str, Any]:
         if task.run_dir is not None:
             cfg = cfg.model_copy(update={"name": f"{cfg.name}-point-{task.index}"})
             summary = run_simulation(cfg, Path(task.run_dir), force=True).summary
+        elif cfg.workload.kind == "serving":
+            from atbprof.serving.run import simulate_serving
+
+            summary = simulate_serving(cfg)[2]
         else:
             summary = summarize(cfg)
-        out["summary"] = summary.model_dump(mode="json")
+        dumped = summary.model_dump(mode="json")
+        out["summary"] = dumped if cfg.workload.kind == "batch" else {"serving": dumped}
         out["memory"] = out["summary"].get("memory")
     except DoesNotFitError as err:
         m = err.estimate.model_dump(mode="json")  # type: ignore[attr-defined]

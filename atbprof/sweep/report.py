@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
+from atbprof.sweep.capacity import CapacityRow
 from atbprof.sweep.compare import ClaimCheck, GainRow
 from atbprof.sweep.spec import Axis, Compare, SweepSpec
 from atbprof.sweep.table import SWEEP_SCHEMA_VERSION
@@ -23,6 +24,15 @@ def is_sweep_dir(path: Path) -> bool:
 
 
 PREVIEW_COLUMNS = ("fits", "decode_ms_per_token", "ttft_ms", "tokens_per_s", "memory.total_gb", "error")
+SERVING_PREVIEW_COLUMNS = (
+    "fits",
+    "serving.ttft_ms.p99",
+    "serving.tpot_ms.p99",
+    "serving.requests_per_s",
+    "serving.goodput.requests_per_s",
+    "error",
+)
+"""The preview of a sweep whose points serve requests (its figures are the serving.* columns)."""
 
 
 class PointError(BaseModel):
@@ -51,13 +61,25 @@ class SweepReport(BaseModel):
     compare: Compare | None
     gains: list[GainRow] = Field(description="compare: per point of the other keys, the figure's gain")
     claims: list[ClaimCheck] = Field(description="reference claims beside the model's gains")
+    capacity: list[CapacityRow] = Field(
+        default_factory=list,
+        description="serving sweeps over workload.rate_qps with an SLO: the highest rate meeting it (left out "
+        "when empty)",
+    )
     errors: list[PointError]
     rows: list[dict[str, Any]] = Field(description="per point: swept keys and " + ", ".join(PREVIEW_COLUMNS))
     files: list[str]
     notes: list[str] = Field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        return self.dump()
+
+    def dump(self, exclude: set[str] | None = None) -> dict[str, Any]:
+        """The JSON form; `capacity` only when a serving sweep has it (other sweeps' files keep their bytes)."""
+        doc = self.model_dump(mode="json", exclude=exclude)
+        if not doc.get("capacity"):
+            doc.pop("capacity", None)
+        return doc
 
 
 @dataclass

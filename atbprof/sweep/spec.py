@@ -246,6 +246,8 @@ def parse_compare(text: str) -> Compare:
 
 
 FUSION_KEYS = ("fusion", "fusion.strategy")
+SERVING_COMPARE_FIGURE = "serving.tpot_ms.p99"
+"""The figure a serving sweep compares when its compare names none."""
 
 
 def _default_compare(axes: list[Axis]) -> Compare | None:
@@ -303,6 +305,9 @@ def build_spec(
             raise UsageError(f"{where}: point {i} repeats point {seen[key]} ({_shown(p)}); sweep each point once")
         seen[key] = i
     chosen = parse_compare(compare) if compare is not None else sweep.compare or _default_compare(axes)
+    if chosen is not None and base_cfg.workload.kind == "serving" and "figure" not in chosen.model_fields_set:
+        # a serving sweep's figure of merit: the tail of the per-token latency under load
+        chosen = Compare(axis=chosen.axis, base=chosen.base, new=chosen.new, figure=SERVING_COMPARE_FIGURE)
     _check_compare(chosen, axes, "--compare" if compare is not None else where)
     _check_references(sweep.reference, axes, where)
     if sweep.reference and chosen is None:

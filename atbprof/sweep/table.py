@@ -2,9 +2,10 @@
 error, and every figure of the run summary under its run.json name (nested ones dotted: `memory.total_gb`,
 `breakdown_ms_per_token.attention`, `fusion_fired.add_norm`).
 
-The schema is fixed but for two families: a column per swept key (its type from its values: int64, float64,
-bool, else string; a key some points leave unset is null there) and `fusion_fired.<rule>` per rule that fired in
-some point. Column order and row order (point index) are fixed, so the same sweep gives the same bytes.
+The schema is fixed but for three families: a column per swept key (its type from its values: int64, float64,
+bool, else string; a key some points leave unset is null there), `fusion_fired.<rule>` per rule that fired in
+some point, and the `serving.*` figures when a point serves requests (`workload.kind: serving`). Column order
+and row order (point index) are fixed, so the same sweep gives the same bytes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from atbprof.sweep.figures import FIGURES
+from atbprof.sweep.figures import FIGURES, SERVING_FIGURES
 from atbprof.sweep.spec import SweepSpec
 
 __all__ = ["FIGURES", "SWEEP_SCHEMA_VERSION", "check_sweep_table", "sweep_table"]
@@ -96,7 +97,8 @@ def sweep_table(spec: SweepSpec, outcomes: list[dict[str, Any]]) -> pa.Table:
     fields.append(pa.field("fits", pa.bool_(), metadata={"doc": "fits the device's HBM (null: not known)"}))
     cols["error"] = pa.array([o.get("error") for o in outcomes], pa.string())
     fields.append(pa.field("error", pa.string(), metadata={"doc": "why the point has no figures (null: ran)"}))
-    for name, typ, doc in FIGURES:
+    serving = any("serving" in (o.get("summary") or {}) for o in outcomes)
+    for name, typ, doc in [*FIGURES, *(SERVING_FIGURES if serving else [])]:
         raw = [_figure(o, name) for o in outcomes]
         cols[name] = pa.array([None if v is None else (int(v) if typ == pa.int64() else v) for v in raw], typ)
         fields.append(pa.field(name, typ, metadata={"doc": doc}))

@@ -19,7 +19,9 @@ ATB_FILE = FIXTURES / "atb_fusion_config.yaml"
 TINY_MODEL = f"model: {{hf_config: {TINY_HF}}}\n"
 
 ATB_FLAGS = "qkv_fusion, ffn_fusion, rmsnorm_fusion, attention_softmax_fusion, residual_fusion"
-MODEL_PRESETS = "llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, qwen3-8b, mixtral-8x7b"
+MODEL_PRESETS = (
+    "llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, qwen3-8b, mixtral-8x7b, qwen2.5-7b, llama3.1-8b"
+)
 DEVICE_PRESETS = "910A, 910B1, 910B2, 910B3, 910B4"
 PAGED = (
     "memory.enable_kv_cache_reuse together with paged attention is refused: ATB's KV-cache reuse and "
