@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner, Result
 
+from atbprof.commands import app
 from atbprof.config import RunConfig, load_config
 
 SERVING_8B = """\
@@ -28,3 +30,18 @@ def serving_8b(tmp_path: Path):  # type: ignore[no-untyped-def]
         return load_config(path, list(overrides))
 
     return make
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    """The serving config as a file (for the CLI)."""
+    path = tmp_path / "serve.yaml"
+    path.write_text(SERVING_8B)
+    return path
+
+
+_runner = CliRunner()
+
+
+def cli(*args: object) -> Result:
+    return _runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "1000"})

@@ -9,25 +9,10 @@ from pathlib import Path
 import orjson
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner, Result
 
-from atbprof.commands import app
 from atbprof.serving.tables import ITERATIONS_SCHEMA, REQUESTS_SCHEMA
 from atbprof.validate import validate_trace
-from tests.serving.conftest import SERVING_8B
-
-runner = CliRunner()
-
-
-def cli(*args: object) -> Result:
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "1000"})
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    path = tmp_path / "serve.yaml"
-    path.write_text(SERVING_8B)
-    return path
+from tests.serving.conftest import cli
 
 
 def test_run_writes_the_tables_the_summary_and_a_clean_trace(config: Path, tmp_path: Path) -> None:

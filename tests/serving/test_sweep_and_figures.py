@@ -7,24 +7,8 @@ from pathlib import Path
 
 import orjson
 import pyarrow.parquet as pq
-import pytest
-from typer.testing import CliRunner, Result
 
-from atbprof.commands import app
-from tests.serving.conftest import SERVING_8B
-
-runner = CliRunner()
-
-
-def cli(*args: object) -> Result:
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "1000"})
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    path = tmp_path / "serve.yaml"
-    path.write_text(SERVING_8B)
-    return path
+from tests.serving.conftest import cli
 
 
 def test_a_rate_sweep_finds_the_capacity_under_the_slo(config: Path, tmp_path: Path) -> None:
