@@ -29,6 +29,9 @@ from atbprof.sim.timeline import simulate_step
 
 _BLOCK = 512
 """Token counts evaluated together when a table of per-token costs is extended."""
+_MEMO = 1 << 17
+"""Decode shapes (sequences, mean KV length) remembered at most: memory bounded for any stream, every iteration of
+a 10,000-request run remembered."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,8 @@ class IterationPricer:
         """Durations of the decode graph's context reps for n sequences at a mean KV length ctx."""
         key = (n, ctx)
         if key not in self._decode_ctx:
+            if len(self._decode_ctx) >= _MEMO:
+                self._decode_ctx.clear()
             d = self.decode
             self._decode_ctx[key] = d.costs(np.array([n]), np.array([1]), np.array([ctx]), d.ctx_reps)[:, 0]
         return self._decode_ctx[key]
@@ -104,6 +109,8 @@ class IterationPricer:
         """n sequences, one token each, at a mean KV length (after appending) of ctx."""
         key = (n, ctx)
         if key not in self._decode_walls:
+            if len(self._decode_walls) >= _MEMO:
+                self._decode_walls.clear()
             d = self.decode
             reps = d.flat_costs(n, decode=True).copy()
             reps[d.ctx_rep] = self._decode_group(n, ctx)

@@ -12,6 +12,7 @@ import orjson
 from atbprof.config.models import RunConfig
 from atbprof.errors import ConfigError
 from atbprof.serving.summary import ServingSummary
+from atbprof.serving.trace import MAX_ITERATIONS, MAX_REQUEST_TRACKS
 
 SERVING_SUMMARY_SCHEMA_VERSION = "1"
 """`atbprof run --format json` of a serving workload: schema_version, kind, name, out_dir, files, device, notes,
@@ -148,8 +149,11 @@ def _notes(cfg: RunConfig, s: ServingSummary) -> tuple[str, ...]:
             f"{s.preemptions} preemption(s): the KV cache ran out and sequences recomputed their tokens; fewer "
             "max_num_seqs, a lower rate or more memory avoids them"
         )
-    if s.requests > 2000 and cfg.output.trace:
-        notes.append("trace.json.gz draws the first 2,000 requests as tracks; the iteration tracks cover all")
+    if cfg.output.trace and (s.requests > MAX_REQUEST_TRACKS or s.iterations > MAX_ITERATIONS):
+        notes.append(
+            f"trace.json.gz draws the first {min(s.requests, MAX_REQUEST_TRACKS):,} requests and the first "
+            f"{min(s.iterations, MAX_ITERATIONS):,} iterations (the tables hold every one)"
+        )
     return tuple(notes)
 
 

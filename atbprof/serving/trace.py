@@ -15,7 +15,9 @@ import orjson
 import pyarrow as pa
 
 MAX_REQUEST_TRACKS = 2000
-"""Requests drawn as tracks (the first ones by arrival); the iteration and counter tracks cover the whole run."""
+"""Requests drawn as tracks (the first ones by arrival)."""
+MAX_ITERATIONS = 50_000
+"""Iterations drawn (the first ones) with their counters: ~20 MB of trace, what the UI opens comfortably."""
 
 _ENGINE_PID, _REQUESTS_PID = 1, 2
 
@@ -24,16 +26,17 @@ def _us(ns: np.ndarray) -> list[float]:
     return (np.asarray(ns, dtype=np.int64) / 1000.0).tolist()
 
 
-def write_serving_trace(path: Path, requests: pa.Table, iterations: pa.Table, title: str) -> int:
-    """Writes the trace; returns the request tracks drawn."""
+def write_serving_trace(path: Path, requests: pa.Table, iterations: pa.Table, title: str) -> tuple[int, int]:
+    """Writes the trace; returns the request tracks and the iterations drawn."""
     events: list[dict[str, object]] = [
         {"ph": "M", "pid": _ENGINE_PID, "name": "process_name", "args": {"name": f"{title}: engine"}},
         {"ph": "M", "pid": _ENGINE_PID, "tid": 1, "name": "thread_name", "args": {"name": "iterations"}},
         {"ph": "M", "pid": _REQUESTS_PID, "name": "process_name", "args": {"name": "requests"}},
     ]
-    it = {c: iterations.column(c).to_numpy(zero_copy_only=False) for c in iterations.column_names}
+    drawn = min(iterations.num_rows, MAX_ITERATIONS)
+    it = {c: iterations.column(c).to_numpy(zero_copy_only=False)[:drawn] for c in iterations.column_names}
     start, end = _us(it["start_ns"]), _us(it["end_ns"])
-    for i in range(iterations.num_rows):
+    for i in range(drawn):
         prefill, decode = int(it["prefill_seqs"][i]), int(it["decode_seqs"][i])
         kind = "mixed" if prefill and decode else "prefill" if prefill else "decode"
         events.append(
@@ -92,6 +95,6 @@ def write_serving_trace(path: Path, requests: pa.Table, iterations: pa.Table, ti
                         "args": args,
                     }
                 )
-    doc = {"traceEvents": events, "otherData": {"request_tracks": shown}}
+    doc = {"traceEvents": events, "otherData": {"request_tracks": shown, "iterations": drawn}}
     path.write_bytes(gzip.compress(orjson.dumps(doc), compresslevel=6, mtime=0))
-    return shown
+    return shown, drawn

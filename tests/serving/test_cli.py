@@ -135,3 +135,22 @@ def test_sharegpt_lengths_keep_the_benchmark_bounds(config: Path) -> None:
     assert (s.input_len + s.output_len).max() <= 2048
     # the bounds cut the long tails: the means land below the published 161 / 338 tokens, not far
     assert 100 < s.input_len.mean() < 161.31 and 200 < s.output_len.mean() < 337.99
+
+
+def test_a_long_run_draws_the_first_iterations_and_says_so(
+    config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import atbprof.serving.run as serving_run
+    import atbprof.serving.trace as serving_trace
+
+    for module in (serving_run, serving_trace):
+        monkeypatch.setattr(module, "MAX_ITERATIONS", 100)
+        monkeypatch.setattr(module, "MAX_REQUEST_TRACKS", 10)
+    r = cli("run", "--config", config, "--out", tmp_path / "run", "--format", "json")
+    assert r.exit_code == 0, r.output
+    notes = orjson.loads(r.stdout)["notes"]
+    assert any("draws the first 10 requests and the first 100 iterations" in n for n in notes), notes
+    events = orjson.loads(gzip.decompress((tmp_path / "run" / "trace.json.gz").read_bytes()))["traceEvents"]
+    assert len([e for e in events if e.get("cat") == "iteration"]) == 100
+    assert {e["tid"] for e in events if e.get("cat") == "request"} == set(range(1, 11))
+    assert pq.read_metadata(tmp_path / "run" / "iterations.parquet").num_rows > 100  # the tables hold every one
