@@ -8,7 +8,8 @@ The single-device runs are LLaMA-2-7B on 910B2, eager, `fusion none` (the most o
 decode tokens that give the size; the 20.5 M-op run is LLaMA-2-70B TP8 graph mode, 3,150 decode tokens (every
 rank's ops in one ops.parquet: `analyze` reads it as a cluster of 8 ranks). Runs are made once and cached under
 .bench-cache/ (no trace). Each size is analysed --repeat times (`--format json`, output discarded); medians of the
-wall time, the largest peak RSS (wait4), and the load average before and after are printed.
+wall time, the largest peak RSS (the process's own from wait4, or its process tree's - pool workers included -
+sampled every 0.1 s, whichever is larger), and the load average before and after are printed.
 """
 
 from __future__ import annotations
@@ -59,17 +60,50 @@ def ops_of(run: Path) -> int:
     return int(pq.read_metadata(run / "ops.parquet").num_rows)
 
 
+def _tree_rss_mb(root: int) -> float:
+    """Resident memory of `root` and every process below it (pool workers are children of a forkserver), MB."""
+    parent: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            parent[int(entry)], rss[int(entry)] = int(fields[1]), int(fields[21])
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, frontier = {root}, [root]
+    while frontier:
+        frontier = [p for p, pp in parent.items() if pp in frontier and p not in tree]
+        tree.update(frontier)
+    return sum(rss.get(p, 0) for p in tree) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def timed(cmd: list[str | Path]) -> tuple[float, float]:
-    """(wall seconds, peak RSS MB) of one command in a fresh process."""
+    """(wall seconds, peak RSS MB of the process and its workers together) of one command in a fresh process."""
+    import threading
+
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
+    peak = [0.0]
+    done = threading.Event()
+
+    def sample() -> None:  # the sum over the tree every 0.1 s (wait4 sees the main process alone)
+        while not done.wait(0.1):
+            peak[0] = max(peak[0], _tree_rss_mb(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
+    done.set()
+    sampler.join()
     if os.waitstatus_to_exitcode(status):
         raise SystemExit(f"{cmd} failed:\n{err.decode(errors='replace')[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, max(usage.ru_maxrss / 1024, peak[0])
 
 
 def main() -> None:

@@ -9,6 +9,8 @@ least of its ranks'), at most the gap to the next slowest stage."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -191,37 +193,65 @@ def _split(row: dict[str, Any]) -> dict[str, float]:
     return {c: round(float(row[c]), 3) for c in STEP_COLUMNS}
 
 
-def _rank_findings(
-    cluster: Cluster, top: int, patterns_file: str | None, cann_version: str | None = None
-) -> tuple[list[RankFinding], dict[int, float]]:
+@dataclass(frozen=True)
+class RankFindingsTask:
+    """One complete rank's single-profile analysis (picklable: it may run in a pool worker)."""
+
+    path: Path
+    rank: int
+    run: bool  # a rank of a run of ours: `path` is the run directory
+    top: int
+    patterns_file: str | None
+    cann_version: str | None
+
+
+def rank_findings(task: RankFindingsTask) -> tuple[int, list[RankFinding], float]:
+    """(rank, its findings, what they save per step)."""
     from atbprof.analyze.api import analyze
     from atbprof.analyze.chunked import analyze_input
     from atbprof.analyze.columns import ANALYZE_COLUMNS
     from atbprof.heap import release_freed
     from atbprof.importers.detect import load_profile
 
+    if task.run:  # a run's ranks are each read alone: every row group's pages are checked by its own rank's read
+        report = analyze_input(
+            task.path,
+            columns=ANALYZE_COLUMNS,
+            rank=task.rank,
+            check_other_ranks=False,
+            patterns_file=task.patterns_file,
+            top=task.top,
+            cann_version=task.cann_version,
+        )
+    else:
+        report = analyze(
+            load_profile(task.path), patterns_file=task.patterns_file, top=task.top, cann_version=task.cann_version
+        )
+    steps = max(1, report.source.steps)  # a finding's saving is over the profile: per step, as the split
+    saving = round(sum(f.est_saving_us or 0.0 for f in report.findings if f.opportunity) / steps, 3)
+    found = [RankFinding(rank=task.rank, **f.model_dump()) for f in report.findings]
+    del report
+    release_freed()  # a rank's tables are freed: the next one's should not stack on them
+    return task.rank, found, saving
+
+
+def rank_tasks(
+    cluster: Cluster, top: int, patterns_file: str | None, cann_version: str | None = None
+) -> list[RankFindingsTask]:
+    return [
+        RankFindingsTask(r.path, r.rank, r.run, top, patterns_file, cann_version) for r in cluster.ranks if r.complete
+    ]
+
+
+def _rank_findings(
+    cluster: Cluster, top: int, patterns_file: str | None, cann_version: str | None = None
+) -> tuple[list[RankFinding], dict[int, float]]:
     findings: list[RankFinding] = []
     savings: dict[int, float] = {}
-    for r in cluster.ranks:
-        if not r.complete:
-            continue
-        if r.run:  # a run's ranks are each read here: every row group's pages are checked by its own rank's read
-            report = analyze_input(
-                r.path,
-                columns=ANALYZE_COLUMNS,
-                rank=r.rank,
-                check_other_ranks=False,
-                patterns_file=patterns_file,
-                top=top,
-                cann_version=cann_version,
-            )
-        else:
-            report = analyze(load_profile(r.path), patterns_file=patterns_file, top=top, cann_version=cann_version)
-        steps = max(1, report.source.steps)  # a finding's saving is over the profile: per step, as the split
-        savings[r.rank] = round(sum(f.est_saving_us or 0.0 for f in report.findings if f.opportunity) / steps, 3)
-        findings += [RankFinding(rank=r.rank, **f.model_dump()) for f in report.findings]
-        del report
-        release_freed()  # a rank's tables are freed: the next one's should not stack on them
+    for task in rank_tasks(cluster, top, patterns_file, cann_version):
+        rank, found, saving = rank_findings(task)
+        savings[rank] = saving
+        findings += found
     return findings, savings
 
 

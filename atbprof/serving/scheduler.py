@@ -31,7 +31,8 @@ from atbprof.serving.pricing import IterationPricer
 from atbprof.serving.requests import RequestStream
 
 DEFAULT_BATCHED_TOKENS = 8192
-"""max_num_batched_tokens when a serving workload leaves it out (vLLM V1's default for online serving)."""
+"""max_num_batched_tokens when a serving workload leaves it out (vLLM's default has moved between releases, 2,048 to
+8,192: docs/serving.md shows what it does to the tails)."""
 
 
 @dataclass

@@ -167,3 +167,24 @@ def test_a_run_without_roles_is_read_whole(tmp_path: Path) -> None:
     whole, parts = _both(run, None, 600)
     assert not whole.source.has_roles  # type: ignore[attr-defined]
     assert analysis_json(parts) == analysis_json(whole)
+
+
+def test_a_runs_ranks_in_pool_workers_give_the_same_report(tmp_path: Path) -> None:
+    """A multi-device run's ranks analysed in pool workers (--workers N) give the report of the ranks analysed one
+    after the other in this process (the default)."""
+    from typer.testing import CliRunner
+
+    from atbprof.commands import app
+
+    cfg = load_config(FIXTURES / "llama2-70b-910b2-tp4-pp2.yaml", ["workload.decode_tokens=2", "output.trace=false"])
+    run_simulation(cfg, tmp_path / "run")
+    runner = CliRunner()
+
+    def report(*options: str) -> str:
+        r = runner.invoke(app, ["analyze", str(tmp_path / "run"), "--format", "json", *options])
+        assert r.exit_code == 0, r.output
+        return r.stdout
+
+    alone = report()
+    assert report("--workers", "2") == alone
+    assert report("--workers", "0") == alone
