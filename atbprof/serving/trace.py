@@ -58,10 +58,25 @@ def write_serving_trace(path: Path, requests: pa.Table, iterations: pa.Table, ti
                 },
             }
         )
-        for name in ("running", "waiting", "kv_blocks_used"):
-            events.append(
-                {"ph": "C", "pid": _ENGINE_PID, "ts": start[i], "name": name, "args": {name: int(it[name][i])}}
-            )
+        # the UI names a counter track "<event> <arg>": "sequences running", "sequences waiting", "KV cache blocks used"
+        events.append(
+            {
+                "ph": "C",
+                "pid": _ENGINE_PID,
+                "ts": start[i],
+                "name": "sequences",
+                "args": {"running": int(it["running"][i]), "waiting": int(it["waiting"][i])},
+            }
+        )
+        events.append(
+            {
+                "ph": "C",
+                "pid": _ENGINE_PID,
+                "ts": start[i],
+                "name": "KV cache",
+                "args": {"blocks used": int(it["kv_blocks_used"][i])},
+            }
+        )
     req = {c: requests.column(c).to_numpy(zero_copy_only=False) for c in requests.column_names}
     shown = min(requests.num_rows, MAX_REQUEST_TRACKS)
     arrival, sched, first, finish = (
