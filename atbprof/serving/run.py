@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
+import pyarrow as pa
 
 from atbprof.config.models import RunConfig
 from atbprof.errors import ConfigError
@@ -81,7 +83,7 @@ def pricing_config(cfg: RunConfig, longest_prompt: int, budget: int) -> RunConfi
     return cfg.model_copy(update={"workload": batch})
 
 
-def simulate_serving(cfg: RunConfig) -> tuple[Any, Any, ServingSummary, str, tuple[str, ...]]:
+def simulate_serving(cfg: RunConfig) -> tuple[pa.Table, pa.Table, ServingSummary, str, tuple[str, ...]]:
     """(requests table, iterations table, summary, device name, notes) of a serving config, nothing written."""
     from atbprof.serving.kv_cache import kv_budget
     from atbprof.serving.pricing import IterationPricer
@@ -121,8 +123,6 @@ def simulate_serving(cfg: RunConfig) -> tuple[Any, Any, ServingSummary, str, tup
     requests, iterations = requests_table(stream, served), iterations_table(served)
     mean_in = round(float(stream.input_len.mean()))
     mean_ctx = round(float(stream.input_len.mean() + stream.output_len.mean() / 2))
-    import numpy as np
-
     alone = (
         pricer.mixed(np.array([mean_in]), np.array([0]), 0, 0).wall_ns / 1e6,
         pricer.decode_only(1, mean_ctx).wall_ns / 1e6,

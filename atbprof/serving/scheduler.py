@@ -60,7 +60,6 @@ class Served:
     finish_ns: np.ndarray
     preemptions: np.ndarray
     iterations: Iterations
-    kv_blocks: int
 
 
 class _Engine:
@@ -228,7 +227,7 @@ def serve(stream: RequestStream, pricer: IterationPricer, w: WorkloadSection, kv
         it.kv_blocks_used.append(used)
         it.preempted.append(e.preempted)
         t = end
-    return Served(arrival, first_sched, first_token, finish, e.preemptions, it, kv_blocks)
+    return Served(arrival, first_sched, first_token, finish, e.preemptions, it)
 
 
 def _check_fits(stream: RequestStream, w: WorkloadSection, budget: int, kv_blocks: int) -> None:
