@@ -138,7 +138,8 @@ def _findings(
     every = np.concatenate(examples_of) if examples_of else np.zeros(0, np.int64)
     chosen = every[kernel_level[every]]
     # the examples' rows in one take: a take per finding gathers the table's chunks every time
-    samples = table.take(pa.array(every)).to_pylist()
+    example_columns = ["op_indices", "step", "phase", "stream_id", "layer", "role", "start_ns", "time_ns"]
+    samples = table.select([*example_columns, "est_saving_ns"]).take(pa.array(every)).to_pylist()
     sample_at = np.cumsum([0, *(len(b) for b in examples_of)])
     members = pc.list_flatten(table.column("op_indices").take(pa.array(chosen))).to_numpy() if len(chosen) else []
     kernel_types = types_of(distinct(np.asarray(members, np.int64)))

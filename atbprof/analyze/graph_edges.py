@@ -6,6 +6,7 @@ positions of the nodes reading its outputs is exactly the information a foreign 
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -43,8 +44,35 @@ def run_config(meta: dict[str, object]) -> RunConfig | None:
         return None
 
 
+def config_key(cfg: RunConfig) -> tuple[str, str]:
+    """What a simulation of `cfg` depends on: the config and the stamps of the files it reads (a memo's key)."""
+    files = (cfg.model.hf_config, cfg.device.spec, cfg.fusion.rules_file)
+    return cfg.model_dump_json(), " ".join(_file_stamp(f) for f in files if f)
+
+
+def _file_stamp(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "missing"  # the loader says what is wrong with it
+    return f"{st.st_mtime_ns}:{st.st_size}"
+
+
+_EDGES: dict[tuple[str, str], pa.Table] = {}
+"""graph_edges by config_key: the ranks of a cluster, one config, rebuild the same graphs."""
+
+
 def graph_edges(cfg: RunConfig) -> pa.Table:
     """EDGES_SCHEMA rows for every node of every phase graph of the run."""
+    key = config_key(cfg)
+    if key not in _EDGES:
+        if len(_EDGES) >= 8:
+            _EDGES.clear()
+        _EDGES[key] = _build_edges(cfg)
+    return _EDGES[key]
+
+
+def _build_edges(cfg: RunConfig) -> pa.Table:
     from atbprof.sim.simulate import Simulation  # the simulator is only needed for runs of ours
 
     sim = Simulation(cfg)

@@ -6,7 +6,6 @@ Pure: returns a new findings table with `est_fused_ns` / `est_saving_ns` filled,
 from __future__ import annotations
 
 import copy
-import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,10 +15,11 @@ import pyarrow.compute as pc
 from atbprof.analyze.detect import first_tensor
 from atbprof.analyze.estimate import estimate
 from atbprof.analyze.estimate_ops import fused_op
+from atbprof.analyze.graph_edges import config_key
 from atbprof.analyze.patterns import OPPORTUNITY_KINDS
 from atbprof.analyze.replay import replay_savings
 from atbprof.analyze.report import WhatIf, WhatIfStep
-from atbprof.analyze.view import OpView, RowsOf
+from atbprof.analyze.view import OpView, RowsOf, dict_codes
 
 if TYPE_CHECKING:
     from atbprof.config.models import RunConfig
@@ -79,21 +79,12 @@ config, ask for the same ones."""
 def _latency(cfg: RunConfig) -> dict[str, Any]:
     from atbprof.run import simulate_latency  # the simulator: only for runs of ours
 
-    files = (cfg.model.hf_config, cfg.device.spec, cfg.fusion.rules_file)  # the files a config reads
-    key = (cfg.model_dump_json(), " ".join(_file_stamp(f) for f in files if f))
+    key = config_key(cfg)
     if key not in _LATENCIES:
         if len(_LATENCIES) >= 64:
             _LATENCIES.clear()
         _LATENCIES[key] = simulate_latency(cfg).model_dump()
     return copy.deepcopy(_LATENCIES[key])
-
-
-def _file_stamp(path: str) -> str:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "missing"  # load_rules says what is wrong with it
-    return f"{st.st_mtime_ns}:{st.st_size}"
 
 
 def whatif_resimulated(
@@ -104,7 +95,8 @@ def whatif_resimulated(
 
     rules_in_order = list(load_rules(cfg.fusion.rules_file).rules)
     use = counted(findings) & _equals(findings, "level", "kernel")
-    rule_of = {r: _equals(findings, "rule", r) for r in rules_in_order if r}
+    rule_codes, rule_names = dict_codes(findings.column("rule"))  # the column coded once, not compared per rule
+    rule_of = {r: rule_codes == (rule_names.index(r) if r in rule_names else -2) for r in rules_in_order if r}
     wanted = [r for r in rules_in_order if r and (use & rule_of[r]).any()]
     # the norm fusions first (seed 000's comparison: the baseline with them on is its lnfused run), then the rest
     # of the catalogue, each in rule order

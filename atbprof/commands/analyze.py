@@ -83,7 +83,12 @@ def analyze(
         pattern_file = str(patterns) if patterns else None
         if is_cluster(path):  # a directory of rank profiles
             from atbprof.analyze.cluster_job import analyze_cluster_path
+            from atbprof.importers.ours import is_run_dir
             from atbprof.render.cluster import cluster_json, cluster_markdown, render_cluster
+            from atbprof.startup import rank_by_rank_allocator
+
+            if is_run_dir(path):  # a multi-device run: its ranks' tables are analysed one after the other
+                rank_by_rank_allocator()
 
             with status(f"reading and analyzing the cluster {path}", format_ is AnalyzeFormat.rich):
                 cluster = analyze_cluster_path(

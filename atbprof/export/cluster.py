@@ -4,6 +4,7 @@ sample in ../shared/anchors; ascend_profiling_formats.md 2.3), so msprof-analyze
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ import pyarrow.compute as pc
 
 from atbprof.device.collectives import OP_TYPES, CollectiveGroup, collective_ns, place_group, place_pair
 from atbprof.device.spec import DeviceSpec
-from atbprof.export.common import EPOCH_BASE_NS, RunSource
+from atbprof.export.common import EPOCH_BASE_NS, RunSource, matches
 
 TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
 KIND_OF = {v: k for k, v in OP_TYPES.items()}
@@ -116,14 +117,19 @@ def is_last_stage(source: RunSource, rank: int) -> bool:
     return (rank // par["tp"]) % par["pp"] == par["pp"] - 1
 
 
-def _comm_rows(source: RunSource) -> pa.Table:
-    parts = []
-    for b in source.iter_batches(COMM_COLUMNS):
-        keep = pc.equal(pc.cast(b.column("task_type"), pa.string()), "COMMUNICATION")
-        sel = b.filter(keep)
-        if sel.num_rows:
-            parts.append(pa.Table.from_batches([sel]))
+def comm_of(b: pa.RecordBatch) -> pa.RecordBatch:
+    """The collectives and pipeline transfers of an op batch of COMM_COLUMNS (or more), those columns only."""
+    return b.filter(matches(b.column("task_type"), lambda v: pc.equal(v, "COMMUNICATION"))).select(list(COMM_COLUMNS))
+
+
+def comm_rows(batches: Iterable[pa.RecordBatch]) -> pa.Table:
+    """The `comm_of` rows of op batches as one table (a table with no columns where there are none)."""
+    parts = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
     return pa.concat_tables(parts) if parts else pa.Table.from_pylist([], schema=pa.schema([]))
+
+
+def _comm_rows(source: RunSource) -> pa.Table:
+    return comm_rows(comm_of(b) for b in source.iter_batches(COMM_COLUMNS))
 
 
 def _transfer_ms(kind: str, group: CollectiveGroup, sent: float) -> float:
@@ -225,12 +231,13 @@ def comm_context(source: RunSource, rank: int) -> CommContext:
     )
 
 
-def communication(source: RunSource, rank: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def communication(source: RunSource, rank: int, rows: pa.Table | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(communication.json, communication_matrix.json) of one rank: per step, each collective (and, in `p2p`, each
     pipeline send and receive) with its time split (Elapse = the task; Transit = the alpha-beta transfer; Wait =
     what it waited for its peers), its bytes per transport, and the matrix of its links (a collective: this rank to
-    each peer of its tp group; a send: to the next stage; a receive: from the previous one)."""
-    rows = _comm_rows(source)
+    each peer of its tp group; a send: to the next stage; a receive: from the previous one). `rows`: the rank's
+    `comm_rows`, where a pass over its ops already took them."""
+    rows = _comm_rows(source) if rows is None else rows
     c = comm_context(source, rank)
     device, tp, group, static_ms, hbm_gbps = c.device, c.tp, c.group, c.static_ms, c.hbm_gbps
     tp_ranks, pp_ranks, gids = c.tp_ranks, c.pp_ranks, c.gids

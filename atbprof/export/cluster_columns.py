@@ -28,8 +28,9 @@ _SECTIONS = ("p2p", "collective")
 
 def _py_round4(values: np.ndarray) -> np.ndarray:
     """Python's round(x, 4) of each value (correctly rounded, unlike NumPy's), once per distinct value."""
-    uniq, inverse = np.unique(values, return_inverse=True)
-    return np.array([round(float(v), 4) for v in uniq.tolist()], dtype=np.float64)[inverse]
+    coded = pc.dictionary_encode(pa.array(values, pa.float64()))  # hashed: few distinct figures among many rows
+    rounded = [round(v, 4) for v in coded.dictionary.to_pylist()]
+    return np.array(rounded, dtype=np.float64)[coded.indices.to_numpy()]
 
 
 def _ratio4(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -41,20 +42,21 @@ def _ratio4(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def communication_tables(
-    source: RunSource, rank: int, warnings: list[str], where: str
+    source: RunSource, rank: int, warnings: list[str], where: str, rows: pa.Table | None = None
 ) -> tuple[pa.Table, pa.Table, pa.Table] | None:
     """(ops, bandwidth, links) of `rank`, as `json_tables(rank, *communication(source, rank), ...)` reads them; None
-    where the dict path must decide (two ops of a step with one key)."""
-    rows = _comm_rows(source)
+    where the dict path must decide (two ops of a step with one key). `rows`: as `communication` takes them."""
+    rows = _comm_rows(source) if rows is None else rows
     if not rows.num_rows:
         return OPS_SCHEMA.empty_table(), BANDWIDTH_SCHEMA.empty_table(), links_table(rank, {"step": []}, [], "")
     c = comm_context(source, rank)
     device, tp = c.device, c.tp
 
     step = rows.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
-    names = rows.column("op_name").cast(pa.string()).combine_chunks()
-    name_codes, _ = _encode(names)
-    type_codes, type_names = _encode(rows.column("op_type").cast(pa.string()).combine_chunks())
+    # a rank has hundreds of thousands of collectives but few distinct names: strings are worked on once per name
+    name_codes, name_values = _encode(rows.column("op_name"))
+    type_codes, type_values = _encode(rows.column("op_type"))
+    type_names = type_values.to_pylist()
     kind_of_type = [KIND_OF.get(str(t), "AllReduce") for t in type_names]
     kind_names = sorted({*kind_of_type, "AllReduce"})
     kind = np.array([kind_names.index(k) for k in [*kind_of_type, "AllReduce"]], dtype=np.int64)[type_codes]
@@ -89,18 +91,21 @@ def communication_tables(
     # the JSON's order: steps by first appearance, p2p before collective, then each op's first appearance
     _, first, inverse = np.unique(step, return_index=True, return_inverse=True)
     order = np.lexsort((np.arange(n), section, first[inverse]))
-    suffix_codes, suffixes = _encode(pc.replace_substring_regex(names, r"^.*_", ""))  # str.rsplit("_", 1)[-1]
-    n_names, n_suffix, n_kinds = int(name_codes.max()) + 2, len(suffixes) + 1, len(kind_names)
+    suffix_of, suffixes = _encode(pc.replace_substring_regex(name_values, r"^.*_", ""))  # str.rsplit("_", 1)[-1]
+    suffix_codes = np.append(suffix_of, -1)[name_codes]  # a null name (-1): no suffix
+    n_names, n_suffix, n_kinds = len(name_values) + 1, len(suffixes) + 1, len(kind_names)
     key = (step * 2 + section) * n_names + name_codes
     matrix_key = ((step * 2 + section) * n_kinds + kind) * n_suffix + suffix_codes
-    if len(distinct(key)) != n or len(distinct(matrix_key)) != n or "total" in suffixes:
+    used_suffixes = {suffixes[int(i)].as_py() for i in distinct(suffix_codes) if i >= 0}
+    if len(distinct(key)) != n or len(distinct(matrix_key)) != n or "total" in used_suffixes:
         # a duplicate key: the JSON keeps the last op's figures at the first one's place; a `-total` key: the
         # matrix would read as torch_npu's summary rows
         return None
 
     step, section, start, dur, sent, transit = (a[order] for a in (step, section, start, dur, sent, transit))
     kind, transport, suffix_codes = kind[order], transport[order], suffix_codes[order]
-    names = names.take(pa.array(order))
+    name_codes = name_codes[order]
+    names = _strings(name_codes, name_values)
     gid = _strings(np.where(section == _P2P, 1, 0), [c.gids["tp"], c.gids["pp"]])
 
     elapse = dur / 1e6
@@ -137,7 +142,7 @@ def communication_tables(
         {
             "rank": np.full(len(op_at), rank, dtype=np.int32),
             "step": step[op_at].astype(np.int32),
-            "name": names.take(pa.array(op_at)),
+            "name": _strings(name_codes[op_at], name_values),
             "transport": _strings(t_at, list(TRANSPORTS)),
             "size_mb": bw_size,
             "time_ms": bw_time,
@@ -150,17 +155,24 @@ def communication_tables(
     return ops, bandwidth, summed_links(rank, links)
 
 
-def _encode(values: pa.Array) -> tuple[np.ndarray, list[str]]:
-    """(code per value, -1 for null; the distinct values) of a string array."""
-    encoded = pc.dictionary_encode(values)
-    return pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(
-        np.int64
-    ), encoded.dictionary.to_pylist()
+def _encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.StringArray]:
+    """(code per row, -1 for null; the values coded, a string array) of a string or dictionary column: a
+    dictionary column's own codes (its dictionary may hold values no row has)."""
+    if isinstance(values, pa.Array):
+        values = pa.chunked_array([values])
+    if not pa.types.is_dictionary(values.type):
+        values = pc.dictionary_encode(values)
+    values = values.unify_dictionaries()
+    if not values.num_chunks:
+        return np.zeros(0, dtype=np.int64), pa.array([], pa.string())
+    parts = [pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) for c in values.chunks]
+    return np.concatenate(parts), values.chunk(0).dictionary.cast(pa.string())
 
 
-def _strings(codes: np.ndarray, values: list[str]) -> pa.Array:
-    """A string array of `values[code]` per row, without a Python string per row."""
-    return pa.array(values, pa.string()).take(pa.array(codes))
+def _strings(codes: np.ndarray, values: list[str] | pa.Array) -> pa.Array:
+    """A string array of `values[code]` per row (null for -1), without a Python string per row."""
+    values = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+    return values.take(pa.array(codes, mask=codes < 0) if len(codes) and codes.min() < 0 else pa.array(codes))
 
 
 def _links(

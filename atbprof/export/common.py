@@ -111,9 +111,9 @@ class RunSource:
             reader = pq.ParquetFile(
                 self.ops_path, page_checksum_verification=True, metadata=_metadata(self.ops_path, self.rank)
             )
-            groups = None if self.rank is None else _row_groups_of(reader, self.rank)
+            groups, mixed = (None, False) if self.rank is None else _row_groups_of(reader, self.rank)
             for b in reader.iter_batches(batch_size=BATCH_ROWS, columns=read, row_groups=groups):
-                if self.rank is not None:
+                if mixed:
                     b = b.filter(pc.equal(b.column("rank"), self.rank))
                     if not b.num_rows:
                         continue
@@ -137,17 +137,23 @@ def _footer(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
     return pq.read_metadata(path)
 
 
-def _row_groups_of(reader: pq.ParquetFile, rank: int) -> list[int]:
+def _row_groups_of(reader: pq.ParquetFile, rank: int) -> tuple[list[int], bool]:
     """The row groups that may hold `rank`'s rows (by their rank statistics; a run writes a rank's tasks together,
-    so a rank's view reads its own row groups, not the whole cluster's table)."""
+    so a rank's view reads its own row groups, not the whole cluster's table), and whether any of them may hold
+    other rows too (then each batch is filtered)."""
     meta = reader.metadata
     j = reader.schema_arrow.get_field_index("rank")
     out = []
+    mixed = j < 0
     for i in range(meta.num_row_groups):
         stats = meta.row_group(i).column(j).statistics if j >= 0 else None
-        if stats is None or not stats.has_min_max or stats.min <= rank <= stats.max:
+        if stats is None or not stats.has_min_max:
             out.append(i)
-    return out
+            mixed = True
+        elif stats.min <= rank <= stats.max:
+            out.append(i)
+            mixed |= stats.null_count != 0 or stats.min != stats.max
+    return out, mixed
 
 
 def _need(doc: dict[str, Any], path: str, source: Path) -> Any:
@@ -288,6 +294,14 @@ def map_dictionary(col: pa.Array, fn: Callable[[str], str], cache: dict[str, str
     memo = cache if cache is not None else {}
     values = [memo[v] if v in memo else memo.setdefault(v, fn(v)) for v in col.dictionary.to_pylist()]
     return pc.take(pa.array(values, pa.string()), col.indices)
+
+
+def matches(values: pa.Array, test: Callable[[pa.Array], pa.Array]) -> pa.Array:
+    """`test` (a compute function of strings) of each row; of each distinct value once where the column is
+    dictionary-encoded, as the op table's string columns are (no string per row is built)."""
+    if pa.types.is_dictionary(values.type):
+        return test(values.dictionary.cast(pa.string())).take(values.indices)
+    return test(values.cast(pa.string()))
 
 
 def join_pieces(pieces: Sequence[Piece], null_handling: str = "emit_null") -> pa.Array:

@@ -25,6 +25,7 @@ from atbprof.export.common import (
     fixed3,
     int_text,
     map_dictionary,
+    matches,
     model_id,
     py_number,
     quoted_shapes,
@@ -307,8 +308,8 @@ class StepComputing:
         self.last_ns: dict[int, int] = {}
 
     def add(self, b: pa.RecordBatch, new_busy: np.ndarray) -> None:
-        comm = pc.equal(pc.cast(b.column("task_type"), pa.string()), "COMMUNICATION")
-        receive = pc.starts_with(pc.cast(b.column("op_type"), pa.string()), "hcom_receive")
+        comm = matches(b.column("task_type"), lambda v: pc.equal(v, "COMMUNICATION"))
+        receive = matches(b.column("op_type"), lambda v: pc.starts_with(v, "hcom_receive"))
         start = b.column("task_start_ns")
         table = pa.table(
             {

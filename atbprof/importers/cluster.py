@@ -76,7 +76,7 @@ def _load_run(path: Path) -> Cluster:
     from atbprof.export import cluster as export
     from atbprof.export.cluster_columns import communication_tables
     from atbprof.export.common import load_run
-    from atbprof.export.tables import OP_COLUMNS, StepComputing
+    from atbprof.export.tables import StepComputing
     from atbprof.export.timeline import BusyTracker
     from atbprof.heap import release_freed
 
@@ -88,23 +88,26 @@ def _load_run(path: Path) -> Cluster:
     tables: dict[str, list[pa.Table]] = {"ops": [], "bandwidth": [], "links": []}
     for rank in range(source.devices):
         view = source.for_rank(rank, per_rank.get(rank, 0))
-        computing, tracker = StepComputing(), BusyTracker()
-        for b, busy in tracker.batches(view, ("op_index", *OP_COLUMNS)):
+        computing, tracker, comm = StepComputing(), BusyTracker(), []
+        for b, busy in tracker.batches(view, export.COMM_COLUMNS):  # one pass: the step split and the collectives
             computing.add(b, busy.new_busy)
+            comm.append(export.comm_of(b))
+        rows = export.comm_rows(comm)
+        del comm
         sync = view.sync_ns() if export.is_last_stage(view, rank) else 0
         meta = export.metadata(view, rank)
         groups, communicators = _groups(meta, path / "run.json")
         reader = _RankReader(path, rank)
         steps = reader.steps_csv(computing.csv(view.steps, sync), f"{path} rank {rank}")
-        columns = communication_tables(view, rank, warnings, str(path))
+        columns = communication_tables(view, rank, warnings, str(path), rows)
         if columns is None:  # two ops of a step with one key: the JSON's own rule decides which is kept
-            columns = json_tables(rank, *export.communication(view, rank), warnings, path, path)
+            columns = json_tables(rank, *export.communication(view, rank, rows), warnings, path, path)
         ops, bandwidth, links = columns
         ranks.append(RankProfile(rank, path, None, True, groups, communicators, "atbprof run", run=True))
         step_rows += steps
         for key, table in (("ops", ops), ("bandwidth", bandwidth), ("links", links)):
             tables[key].append(table)
-        del view, computing, tracker, columns, ops, bandwidth, links
+        del view, computing, tracker, rows, columns, ops, bandwidth, links
         release_freed()  # each rank's transient arrays would stack on what the last one freed
     tables["steps"] = [pa.Table.from_pylist(step_rows, schema=STEPS_SCHEMA)]
     parallel = {**export.parallel_of(source), "world": source.devices}

@@ -15,11 +15,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
 from atbprof.errors import InputError, SchemaError
 
 if TYPE_CHECKING:  # pyarrow.parquet is imported where a file is read: analyze of other formats never needs it
+    import threading
+
     import pyarrow.parquet as pq
 
 SCHEMA_VERSION = "4"
@@ -235,7 +238,6 @@ def read_ops_chunks(
     """`read_ops` in parts of whole steps (`chunks` from `step_chunks`): each part is the rows of its row groups
     less its last step, which goes with the next part; the same checks as `read_ops`, part by part (`verify=False`:
     not the pages of the columns not held, for a second pass over a file one pass checked)."""
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     meta = ops_metadata(path)
@@ -243,10 +245,36 @@ def read_ops_chunks(
     held = [n for n in names if n in {*columns, *_TIME_COLUMNS, "rank", "step"}]
     schema = pa.schema([OPS_SCHEMA.field(c) for c in held])
     file = pq.ParquetFile(path, page_checksum_verification=True)
+    # the writer gives each rank its own row groups: then no row is filtered out by its rank
+    mixed = rank is not None and not all(_holds_only(meta, names.index("rank"), g, rank) for c in chunks for g in c)
+    read = [g for groups in chunks for g in groups]
+    checks = [([n for n in names if n not in held], read)]
+    if check_other_ranks:
+        checks.append((names, [g for g in range(meta.num_row_groups) if g not in set(read)]))
+    verifier = PageVerifier(path, checks) if verify else None
+    try:
+        yield from _parts(path, file, chunks, held, schema, rank if mixed else None)
+    except BaseException:
+        if verifier is not None:
+            verifier.cancel()
+        raise
+    if verifier is not None:
+        verifier.result()
+
+
+def _parts(
+    path: str | Path,
+    file: pq.ParquetFile,
+    chunks: list[list[int]],
+    held: list[str],
+    schema: pa.Schema,
+    rank: int | None,
+) -> Iterator[pa.Table]:
+    """The parts of read_ops_chunks: `rank`'s rows (None: every row read) of the chunks' row groups, whole steps."""
+    import pyarrow.compute as pc
+
     carry: pa.Table | None = None
-    read: list[int] = []
     for k, groups in enumerate(chunks):
-        read += groups
         try:
             part = file.read_row_groups(groups, columns=held).cast(schema)
         except (pa.ArrowException, OSError) as err:
@@ -257,17 +285,61 @@ def read_ops_chunks(
         if carry is not None:
             part = pa.concat_tables([carry, part])
         if k + 1 < len(chunks) and part.num_rows:
-            tail = pc.equal(part.column("step"), pc.max(part.column("step")))
-            carry, part = part.filter(tail), part.filter(pc.invert(tail))
+            carry, part = _last_step(part)
         else:
             carry = None
         if part.num_rows:
             yield part
-    if not verify:
-        return
-    verify_pages(path, [n for n in names if n not in held], read)
-    if check_other_ranks:
-        verify_pages(path, names, [g for g in range(meta.num_row_groups) if g not in set(read)])
+
+
+class PageVerifier:
+    """`verify_pages` of (columns, row groups) checks in a thread beside a reader: Parquet decodes without the
+    GIL, so a second core checks the pages nobody reads while the first analyses the ones read. `result()` waits
+    and raises what it found; `cancel()` stops it (the reader failed first: its error is the one reported)."""
+
+    def __init__(self, path: str | Path, checks: list[tuple[list[str], list[int]]]) -> None:
+        import threading
+
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(path, checks), name="atbprof-verify", daemon=True)
+        self._thread.start()
+
+    def _run(self, path: str | Path, checks: list[tuple[list[str], list[int]]]) -> None:
+        try:
+            for columns, groups in checks:
+                verify_pages(path, columns, groups, stop=self._stop)
+        except BaseException as err:  # handed to the reader's thread by result()
+            self._error = err
+
+    def result(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def cancel(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _last_step(part: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """(the rows of the part's last step, the others): slices where the steps are in order, as a run writes them."""
+    import pyarrow.compute as pc
+
+    column = part.column("step")
+    step = column.to_numpy()
+    last = pc.max(column).as_py()
+    if not column.null_count and bool((step[1:] >= step[:-1]).all()):
+        at = int(np.searchsorted(step, last, side="left"))
+        return part.slice(at), part.slice(0, at)
+    tail = pc.equal(part.column("step"), last)
+    return part.filter(tail), part.filter(pc.invert(tail))
+
+
+def _holds_only(meta: pq.FileMetaData, column: int, group: int, rank: int) -> bool:
+    stats = meta.row_group(group).column(column).statistics
+    known = stats is not None and stats.has_min_max and stats.null_count == 0
+    return known and stats.min == rank and stats.max == rank
 
 
 def _groups_with(meta: pq.FileMetaData, column: int, rank: int) -> list[int]:
@@ -306,17 +378,21 @@ def op_ranks(path: str | Path) -> list[int]:
     return sorted(found)
 
 
-def verify_pages(path: str | Path, columns: list[str], row_groups: list[int] | None = None) -> None:
+def verify_pages(
+    path: str | Path, columns: list[str], row_groups: list[int] | None = None, stop: threading.Event | None = None
+) -> None:
     """The page checksums of columns (of row groups) a reader does not keep, streamed (bounded memory): a file that
-    one command would refuse as damaged is refused by every command."""
+    one command would refuse as damaged is refused by every command. `stop` set: stop between batches."""
     import pyarrow.parquet as pq
 
     if not columns or row_groups == []:
         return
     try:
         pages = pq.ParquetFile(path, page_checksum_verification=True)
-        for _ in pages.iter_batches(batch_size=1 << 20, row_groups=row_groups, columns=columns, use_threads=True):
-            pass
+        # batches of 64 k rows: the list column (fused_from) decodes 2-3x slower in batches of a million
+        for _ in pages.iter_batches(batch_size=1 << 16, row_groups=row_groups, columns=columns, use_threads=True):
+            if stop is not None and stop.is_set():
+                return
     except (pa.ArrowException, OSError) as err:
         raise InputError(f"{path}: damaged ({err}); re-create the run with `atbprof run`") from None
 
