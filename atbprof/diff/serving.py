@@ -45,6 +45,8 @@ def read_serving_run(path: Path) -> tuple[pa.Table, ServingSummary]:
     except (pa.ArrowException, OSError, orjson.JSONDecodeError, KeyError, TypeError, ValidationError) as err:
         reason = str(err).splitlines()[0]
         raise InputError(f"{path}: not a serving run of `atbprof run` ({reason}); re-create it") from None
+    if "replica" not in table.column_names:  # written before engine replicas existed: one engine
+        table = table.append_column(REQUESTS_SCHEMA.field("replica"), pa.array([0] * table.num_rows, pa.int32()))
     if not table.schema.equals(REQUESTS_SCHEMA, check_metadata=False):
         raise InputError(f"{path}/requests.parquet: not the serving requests schema; re-create the run")
     return table, summary

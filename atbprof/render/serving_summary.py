@@ -21,7 +21,10 @@ def serving_sections(s: ServingSummary, name: str) -> list[Section]:
     for label, p in (("TTFT", s.ttft_ms), ("TPOT", s.tpot_ms), ("E2E", s.e2e_ms), ("queued", s.queue_ms)):
         if p is not None:
             lat.rows.append([label, *(f"{v:,.2f}" for v in (p.mean, p.p50, p.p90, p.p99))])
-    facts = Section(f"{name}: the engine", headers=["", ""], numeric={1})
+    several = s.replicas > 1
+    engines = f"the engines ({s.replicas} replicas, requests dealt in turn)" if several else "the engine"
+    each = " per replica" if several else ""
+    facts = Section(f"{name}: {engines}", headers=["", ""], numeric={1})
     rate = "all at t = 0" if s.rate_qps == 0 else f"{s.rate_qps:g} requests/s asked, {s.arrival_rate_qps:g} came"
     facts.rows += [
         ["requests", f"{s.requests:,} ({rate}; {s.lengths}; mean {s.input_len_mean:g} in, {s.output_len_mean:g} out)"],
@@ -33,10 +36,11 @@ def serving_sections(s: ServingSummary, name: str) -> list[Section]:
         facts.rows.append(["goodput", f"{g.requests_per_s:.2f} requests/s ({g.share:.1%} meet {slo})"])
     facts.rows += [
         ["alone on the engine", f"TTFT {s.alone_ttft_ms:.2f} ms, TPOT {s.alone_tpot_ms:.2f} ms"],
-        ["decode batch", f"{s.decode_batch_mean:.1f} sequences (mean); device busy {s.device_busy:.1%}"],
+        ["decode batch", f"{s.decode_batch_mean:.1f} sequences (mean); device busy {s.device_busy:.1%}{each}"],
         [
             "KV cache",
-            f"{s.kv_blocks:,} blocks of {s.block_size} ({s.kv_cache_gb:.1f} GB); used {s.kv_utilisation_mean:.1%} "
+            f"{s.kv_blocks:,} blocks of {s.block_size} ({s.kv_cache_gb:.1f} GB){each}; used "
+            f"{s.kv_utilisation_mean:.1%} "
             f"mean, {s.kv_utilisation_peak:.1%} peak; {s.preemptions} preemption(s)",
         ],
         ["span", f"{s.duration_s:,.2f} s, {s.iterations:,} iterations"],
@@ -49,7 +53,8 @@ def render_serving(result: ServingResult, console: Console) -> None:
     w = cfg.workload
     head = (
         f"{cfg.name}: {cfg.model.preset or cfg.model.hf_config} {cfg.model.dtype} on {result.device_name} (tp "
-        f"{cfg.parallel.tp}), {cfg.execution.mode}, fusion {cfg.fusion.strategy}; {w.scheduler} scheduler, "
+        f"{cfg.parallel.tp}{f', dp {cfg.parallel.dp}' if cfg.parallel.dp > 1 else ''}), {cfg.execution.mode}, "
+        f"fusion {cfg.fusion.strategy}; {w.scheduler} scheduler, "
         f"max_num_seqs {w.max_num_seqs}, block_size {w.block_size}"
     )
     sections = [Section("summary", lines=[head]), *serving_sections(result.summary, cfg.name)]

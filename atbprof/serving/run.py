@@ -80,7 +80,8 @@ def pricing_config(cfg: RunConfig, longest_prompt: int, budget: int) -> RunConfi
             "kv_cache_len": None,
         }
     )
-    return cfg.model_copy(update={"workload": batch})
+    engine = cfg.parallel.model_copy(update={"dp": 1})  # each replica is one engine of tp devices
+    return cfg.model_copy(update={"workload": batch, "parallel": engine})
 
 
 def simulate_serving(cfg: RunConfig) -> tuple[pa.Table, pa.Table, ServingSummary, str, tuple[str, ...]]:
@@ -88,17 +89,22 @@ def simulate_serving(cfg: RunConfig) -> tuple[pa.Table, pa.Table, ServingSummary
     from atbprof.serving.kv_cache import kv_budget
     from atbprof.serving.pricing import IterationPricer
     from atbprof.serving.requests import request_stream
-    from atbprof.serving.scheduler import DEFAULT_BATCHED_TOKENS, serve
+    from atbprof.serving.scheduler import DEFAULT_BATCHED_TOKENS, serve_replicas
     from atbprof.serving.summary import serving_summary
     from atbprof.serving.tables import iterations_table, requests_table
     from atbprof.sim.simulate import Simulation
 
     w = cfg.workload
     par = cfg.parallel
-    if par.pp > 1 or par.dp > 1:
+    if par.pp > 1:
         raise ConfigError(
-            f"workload.kind: serving simulates one tensor-parallel engine (parallel.pp = 1, dp = 1); this config has "
-            f"pp = {par.pp}, dp = {par.dp}: serve each replica alone (dp replicas split the request rate)"
+            f"workload.kind: serving simulates tensor-parallel engines (parallel.pp = 1; dp replicas of them); this "
+            f"config has pp = {par.pp}: set parallel.pp: 1 (and parallel.tp to the engine's devices)"
+        )
+    if par.dp > 1 and w.max_concurrency is not None:
+        raise ConfigError(
+            f"workload.max_concurrency with parallel.dp = {par.dp}: a client limit shared by several engine "
+            "replicas is not modelled; leave max_concurrency out, or simulate one replica (dp: 1) with its share"
         )
     stream = request_stream(w, cfg.seed)
     budget = w.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
@@ -119,7 +125,7 @@ def simulate_serving(cfg: RunConfig) -> tuple[pa.Table, pa.Table, ServingSummary
             "raise gpu_memory_utilization, lower max_num_batched_tokens or use more tensor-parallel ranks"
         )
     pricer = IterationPricer(sim)
-    served = serve(stream, pricer, w, kv.blocks)
+    served = serve_replicas(stream, pricer, w, kv.blocks, par.dp)
     requests, iterations = requests_table(stream, served), iterations_table(served)
     mean_in = round(float(stream.input_len.mean()))
     mean_ctx = round(float(stream.input_len.mean() + stream.output_len.mean() / 2))
@@ -135,6 +141,7 @@ def simulate_serving(cfg: RunConfig) -> tuple[pa.Table, pa.Table, ServingSummary
         kv=(kv.blocks, kv.block_size, kv.cache_gb),
         slo=(w.slo_ttft_ms, w.slo_tpot_ms),
         alone=alone,
+        replicas=par.dp,
     )
     notes = _notes(cfg, summary)
     return requests, iterations, summary, sim.device.name, notes
@@ -142,6 +149,11 @@ def simulate_serving(cfg: RunConfig) -> tuple[pa.Table, pa.Table, ServingSummary
 
 def _notes(cfg: RunConfig, s: ServingSummary) -> tuple[str, ...]:
     notes = []
+    if s.replicas > 1:
+        notes.append(
+            f"parallel.dp = {s.replicas}: {s.replicas} engine replicas of {cfg.parallel.tp} device(s) each, with their "
+            "own KV cache, the requests dealt to them in turn (round-robin); kv_blocks and device_busy are per replica"
+        )
     if cfg.execution.jitter.kernel_cv or cfg.execution.jitter.host_cv:
         notes.append("execution.jitter is not applied to serving iterations (each is priced once by its shapes)")
     if s.preemptions:

@@ -50,6 +50,7 @@ class Iterations:
     in_system: list[int] = field(default_factory=list)  # arrived and not finished, at the iteration's start
     kv_blocks_used: list[int] = field(default_factory=list)  # once the iteration's tokens are written
     preempted: list[int] = field(default_factory=list)
+    replica: list[int] = field(default_factory=list)  # the engine replica that ran it (parallel.dp)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Served:
     finish_ns: np.ndarray
     preemptions: np.ndarray
     iterations: Iterations
+    replica: np.ndarray  # per request: the engine replica that served it
 
 
 class _Engine:
@@ -226,8 +228,45 @@ def serve(stream: RequestStream, pricer: IterationPricer, w: WorkloadSection, kv
         it.in_system.append(n_in)
         it.kv_blocks_used.append(used)
         it.preempted.append(e.preempted)
+        it.replica.append(0)
         t = end
-    return Served(arrival, first_sched, first_token, finish, e.preemptions, it)
+    return Served(arrival, first_sched, first_token, finish, e.preemptions, it, np.zeros(n, dtype=np.int64))
+
+
+def serve_replicas(
+    stream: RequestStream, pricer: IterationPricer, w: WorkloadSection, kv_blocks: int, replicas: int
+) -> Served:
+    """`replicas` engines (parallel.dp), each with its own KV cache, the requests dealt to them in turn (a
+    round-robin load balancer; vLLM's own balancer sends each to the engine with the shortest queue, the same when
+    requests are alike). Each engine is served alone; the iterations merged in time order (engine order at a tie)."""
+    if replicas == 1:
+        return serve(stream, pricer, w, kv_blocks)
+    n = len(stream)
+    arrival, first_sched, first_token, finish, preemptions, replica = (np.zeros(n, dtype=np.int64) for _ in range(6))
+    merged = Iterations()
+    columns = [name for name in Iterations.__dataclass_fields__]
+    for k in range(replicas):
+        ids = stream.dealt(k, replicas)
+        if not len(ids):
+            continue
+        part = serve(stream.subset(ids), pricer, w, kv_blocks)
+        for whole, own in (
+            (arrival, part.arrival_ns),
+            (first_sched, part.first_scheduled_ns),
+            (first_token, part.first_token_ns),
+            (finish, part.finish_ns),
+            (preemptions, part.preemptions),
+        ):
+            whole[ids] = own
+        replica[ids] = k
+        part.iterations.replica[:] = [k] * len(part.iterations.replica)
+        for name in columns:
+            getattr(merged, name).extend(getattr(part.iterations, name))
+    order = np.lexsort((np.array(merged.replica), np.array(merged.start_ns))).tolist()
+    for name in columns:
+        values = getattr(merged, name)
+        values[:] = [values[i] for i in order]
+    return Served(arrival, first_sched, first_token, finish, preemptions, merged, replica)
 
 
 def _check_fits(stream: RequestStream, w: WorkloadSection, budget: int, kv_blocks: int) -> None:

@@ -63,10 +63,11 @@ class ServingSummary(BaseModel):
     requests_per_s: float
     output_tokens_per_s: float
     total_tokens_per_s: float
-    iterations: int
+    iterations: int  # of every replica
+    replicas: int = 1  # engine replicas (parallel.dp), the requests dealt to them in turn
     decode_batch_mean: float  # decode sequences per iteration with any, weighted by the iteration's length
-    device_busy: float  # kernel time over the span
-    kv_blocks: int
+    device_busy: float  # kernel time over the span, per replica
+    kv_blocks: int  # per replica
     block_size: int
     kv_cache_gb: float
     kv_utilisation_mean: float  # weighted by the iteration's length
@@ -91,6 +92,7 @@ def serving_summary(
     kv: tuple[int, int, float],
     slo: tuple[float | None, float | None],
     alone: tuple[float, float],
+    replicas: int = 1,
 ) -> ServingSummary:
     def col(t: pa.Table, name: str) -> np.ndarray:
         return np.asarray(t.column(name).to_numpy(zero_copy_only=False))
@@ -148,8 +150,9 @@ def serving_summary(
         output_tokens_per_s=_r(out_len.sum() / span_s),
         total_tokens_per_s=_r((out_len.sum() + in_len.sum()) / span_s),
         iterations=iterations.num_rows,
+        replicas=replicas,
         decode_batch_mean=_r((decode * dur)[has_decode].sum() / max(float(dur[has_decode].sum()), 1e-12)),
-        device_busy=_r(col(iterations, "device_ms").sum() / (span_ns / 1e6)),
+        device_busy=_r(col(iterations, "device_ms").sum() / (span_ns / 1e6) / replicas),
         kv_blocks=blocks,
         block_size=block_size,
         kv_cache_gb=_r(cache_gb),

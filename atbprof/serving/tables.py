@@ -45,13 +45,15 @@ REQUESTS_SCHEMA = _schema(
         ),
         ("e2e_ms", pa.float64(), False, "arrival to finish"),
         ("preemptions", pa.int32(), False, "times its KV blocks were taken back (it recomputed its tokens)"),
+        ("replica", pa.int32(), False, "the engine replica that served it (0 ... parallel.dp - 1)"),
     ],
 )
 
 ITERATIONS_SCHEMA = _schema(
     "iterations",
     [
-        ("iteration", pa.int32(), False, "0, 1, ... in time order"),
+        ("iteration", pa.int32(), False, "0, 1, ... in time order (of every replica; a tie in replica order)"),
+        ("replica", pa.int32(), False, "the engine replica that ran it (0 ... parallel.dp - 1)"),
         ("start_ns", pa.int64(), False, "host start of the iteration (scheduling, input preparation, launches)"),
         ("end_ns", pa.int64(), False, "its sampled tokens back on the host"),
         ("duration_ms", pa.float64(), False, "end - start"),
@@ -88,6 +90,7 @@ def requests_table(stream: RequestStream, served: Served) -> pa.Table:
             "tpot_ms": pa.array(tpot, pa.float64(), mask=~multi),
             "e2e_ms": (finish - arrival) / 1e6,
             "preemptions": served.preemptions.astype(np.int32),
+            "replica": served.replica.astype(np.int32),
         },
         schema=REQUESTS_SCHEMA,
     )
@@ -101,6 +104,7 @@ def iterations_table(served: Served) -> pa.Table:
     return pa.table(
         {
             "iteration": np.arange(len(start), dtype=np.int32),
+            "replica": np.array(it.replica, dtype=np.int32),
             "start_ns": start,
             "end_ns": end,
             "duration_ms": (end - start) / 1e6,

@@ -1,5 +1,5 @@
-"""trace.json.gz of a serving run (Chrome trace format, opened by Perfetto): the engine's iterations on one track,
-counters of the queue and the KV cache, and a track per request with its queued / prefill / decode spans.
+"""trace.json.gz of a serving run (Chrome trace format, opened by Perfetto): each engine replica's iterations on one
+track with counters of its queue and KV cache, and a track per request with its queued / prefill / decode spans.
 
 Timestamps are trace-relative microseconds with ns precision; every track's slices follow one another (a request's
 spans end where the next begins, the iterations run back to back), so nothing overlaps on a thread.
@@ -28,28 +28,34 @@ def _us(ns: np.ndarray) -> list[float]:
 
 def write_serving_trace(path: Path, requests: pa.Table, iterations: pa.Table, title: str) -> tuple[int, int]:
     """Writes the trace; returns the request tracks and the iterations drawn."""
-    events: list[dict[str, object]] = [
-        {"ph": "M", "pid": _ENGINE_PID, "name": "process_name", "args": {"name": f"{title}: engine"}},
-        {"ph": "M", "pid": _ENGINE_PID, "tid": 1, "name": "thread_name", "args": {"name": "iterations"}},
-        {"ph": "M", "pid": _REQUESTS_PID, "name": "process_name", "args": {"name": "requests"}},
-    ]
     drawn = min(iterations.num_rows, MAX_ITERATIONS)
     it = {c: iterations.column(c).to_numpy(zero_copy_only=False)[:drawn] for c in iterations.column_names}
+    replicas = int(iterations.column("replica").to_numpy().max(initial=0)) + 1
+    # one process per engine replica (its iterations and counters); the requests' tracks after the first engine's
+    pids = [_ENGINE_PID, *range(_REQUESTS_PID + 1, _REQUESTS_PID + replicas)]
+    events: list[dict[str, object]] = []
+    for k, pid in enumerate(pids):
+        engine = f"{title}: engine" + (f" {k}" if replicas > 1 else "")
+        events.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": engine}})
+        events.append({"ph": "M", "pid": pid, "tid": 1, "name": "thread_name", "args": {"name": "iterations"}})
+        if k == 0:
+            events.append({"ph": "M", "pid": _REQUESTS_PID, "name": "process_name", "args": {"name": "requests"}})
     start, end = _us(it["start_ns"]), _us(it["end_ns"])
     for i in range(drawn):
+        pid = pids[int(it["replica"][i])]
         prefill, decode = int(it["prefill_seqs"][i]), int(it["decode_seqs"][i])
         kind = "mixed" if prefill and decode else "prefill" if prefill else "decode"
         events.append(
             {
                 "ph": "X",
-                "pid": _ENGINE_PID,
+                "pid": pid,
                 "tid": 1,
                 "ts": start[i],
                 "dur": round(end[i] - start[i], 3),
                 "name": f"{kind} x{prefill + decode}",
                 "cat": "iteration",
                 "args": {
-                    "iteration": i,
+                    "iteration": int(it["iteration"][i]),
                     "prefill_seqs": prefill,
                     "prefill_tokens": int(it["prefill_tokens"][i]),
                     "decode_seqs": decode,
@@ -62,7 +68,7 @@ def write_serving_trace(path: Path, requests: pa.Table, iterations: pa.Table, ti
         events.append(
             {
                 "ph": "C",
-                "pid": _ENGINE_PID,
+                "pid": pid,
                 "ts": start[i],
                 "name": "sequences",
                 "args": {"running": int(it["running"][i]), "waiting": int(it["waiting"][i])},
@@ -71,7 +77,7 @@ def write_serving_trace(path: Path, requests: pa.Table, iterations: pa.Table, ti
         events.append(
             {
                 "ph": "C",
-                "pid": _ENGINE_PID,
+                "pid": pid,
                 "ts": start[i],
                 "name": "KV cache",
                 "args": {"blocks used": int(it["kv_blocks_used"][i])},

@@ -1,6 +1,7 @@
 """The serving simulation's own checks: a request alone gets a batch-1 run's prefill and decode steps, Little's law
 holds on the simulated queue, an overloaded engine serves at its closed-loop maximum, results are deterministic,
-and the scheduler keeps its limits (token budget, sequences, KV blocks) and conserves tokens."""
+the scheduler keeps its limits (token budget, sequences, KV blocks) and conserves tokens, and engine replicas
+(parallel.dp) each serve their share as one engine would."""
 
 from __future__ import annotations
 
@@ -156,3 +157,34 @@ def test_a_client_concurrency_limit_keeps_that_many_in_flight(serving_8b: Make) 
     unlimited = simulate_serving(serving_8b("workload.rate_qps=0", "workload.requests=60"))[2]
     assert s.ttft_ms.mean < unlimited.ttft_ms.mean / 4
     assert s.output_tokens_per_s < unlimited.output_tokens_per_s
+
+
+def test_each_replica_serves_its_share_as_one_engine_would(serving_8b: Make) -> None:
+    """dp = 2, every request at t = 0: replica k gets requests k, k + 2, ... and serves them exactly as one engine
+    serves a stream of half the requests; twice the throughput over the same span."""
+    pair = simulate_serving(serving_8b("parallel.dp=2", "workload.rate_qps=0", "workload.requests=120"))
+    one = simulate_serving(serving_8b("workload.rate_qps=0", "workload.requests=60"))
+    requests, iterations, s = pair[0], pair[1], pair[2]
+    replica = col(requests, "replica")
+    for k in (0, 1):
+        mine = requests.filter(pa.array(replica == k))
+        assert col(mine, "request_id").tolist() == list(range(k, 120, 2))
+        for name in ("ttft_ms", "tpot_ms", "e2e_ms", "first_token_ns", "finish_ns"):
+            np.testing.assert_array_equal(col(mine, name), col(one[0], name))
+        own = iterations.filter(pa.array(col(iterations, "replica") == k))
+        assert own.num_rows == one[1].num_rows
+        start, end = col(own, "start_ns"), col(own, "end_ns")
+        assert (start[1:] >= end[:-1]).all()  # a replica's iterations follow one another
+    assert (np.diff(col(iterations, "start_ns")) >= 0).all()  # the table in time order
+    assert s.replicas == 2 and s.duration_s == one[2].duration_s
+    assert s.requests_per_s == pytest.approx(2 * one[2].requests_per_s, rel=1e-3)
+    assert s.device_busy == pytest.approx(one[2].device_busy, abs=1e-3)  # per replica
+    assert s.littles_law.relative_error < 0.02
+
+
+def test_littles_law_holds_across_replicas(serving_8b: Make) -> None:
+    _, _, s, _, _ = simulate_serving(
+        serving_8b("parallel.dp=3", "workload.rate_qps=60", "workload.requests=600", "workload.lengths=sharegpt")
+    )
+    assert s.replicas == 3 and s.queue_ms.p99 > 0
+    assert s.littles_law.relative_error < 0.02, s.littles_law

@@ -87,7 +87,11 @@ def test_analyze_of_a_serving_run_says_what_to_do(config: Path, tmp_path: Path) 
         (["workload.kind=batch"], "requests, rate_qps, input_len, output_len: keys of kind: serving"),
         (["workload.max_num_batched_tokens=64"], "max_num_batched_tokens = 64 is below max_num_seqs = 256"),
         (["workload.input_len=9000"], "beyond llama3-8b's context of 8,192"),
-        (["parallel.pp=2"], "serving simulates one tensor-parallel engine (parallel.pp = 1, dp = 1)"),
+        (["parallel.pp=2"], "serving simulates tensor-parallel engines (parallel.pp = 1; dp replicas of them)"),
+        (
+            ["parallel.dp=2", "workload.max_concurrency=4"],
+            "a client limit shared by several engine replicas is not modelled",
+        ),
         (["workload.lengths=no-such.csv"], "is not a file, nor one of fixed, sharegpt"),
         (["workload.rate_qps=-1"], "rate_qps"),
         (["workload.gpu_memory_utilization=0.2"], "no KV blocks fit"),

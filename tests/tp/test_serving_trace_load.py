@@ -1,5 +1,5 @@
 """A serving run's trace.json.gz in the real Perfetto trace_processor (v52, WASM under Node): every iteration a
-slice on the engine's track, every request a track with its queued / prefill / decode spans at the times
+slice on its engine replica's track, every request a track with its queued / prefill / decode spans at the times
 requests.parquet gives, the counters there, and no import error or data loss in the stats table."""
 
 from __future__ import annotations
@@ -17,20 +17,29 @@ from tests.tp.wasm_tp import WasmEngine, WasmTraceProcessor, require_wasm_trace_
 require_wasm_trace_processor()
 
 
-def test_the_serving_trace_loads_with_every_iteration_and_request(tmp_path: Path, tp_engine: WasmEngine) -> None:
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_the_serving_trace_loads_with_every_iteration_and_request(
+    tmp_path: Path, tp_engine: WasmEngine, replicas: int
+) -> None:
     config = tmp_path / "serve.yaml"
     config.write_text(SERVING_8B)
-    run_serving(load_config(config, ["workload.lengths=sharegpt", "workload.rate_qps=8"]), tmp_path / "run")
+    sets = ["workload.lengths=sharegpt", "workload.rate_qps=8", f"parallel.dp={replicas}"]
+    run_serving(load_config(config, sets), tmp_path / "run")
     tp = WasmTraceProcessor(trace=tmp_path / "run" / "trace.json.gz", engine=tp_engine)
     lossy = tp.rows("select name, value from stats where severity in ('error', 'data_loss') and value > 0")
     assert lossy == []
     iterations = pq.read_table(tmp_path / "run" / "iterations.parquet")
-    engine = tp.rows(
-        "select s.ts, s.dur from slice s join thread_track tt on s.track_id = tt.id join thread t using(utid) "
-        "where t.name = 'iterations' order by s.ts"
+    rows = tp.rows(
+        "select p.name, s.ts, s.dur from slice s join thread_track tt on s.track_id = tt.id join thread t "
+        "using(utid) join process p using(upid) where t.name = 'iterations' order by s.ts"
     )
-    assert [ts for ts, _ in engine] == iterations["start_ns"].to_pylist()
-    assert [ts + dur for ts, dur in engine] == iterations["end_ns"].to_pylist()
+    engine = [(ts, dur) for _, ts, dur in rows]
+    for k in range(replicas):  # each replica's iterations on its own engine's track
+        own = iterations.filter(iterations["replica"].to_numpy() == k)
+        name = ": engine" + (f" {k}" if replicas > 1 else "")
+        assert [ts for p, ts, _ in rows if p.endswith(name)] == own["start_ns"].to_pylist()
+        assert [ts + dur for p, ts, dur in rows if p.endswith(name)] == own["end_ns"].to_pylist()
+    assert len(rows) == iterations.num_rows
     requests = pq.read_table(tmp_path / "run" / "requests.parquet").to_pylist()
     spans = tp.rows(
         "select t.name, s.name, s.ts, s.dur from slice s join thread_track tt on s.track_id = tt.id join thread t "
