@@ -176,6 +176,7 @@ SERVING_FIELDS = (
     "scheduler",
     "gpu_memory_utilization",
     "max_concurrency",
+    "dispatch",
     "slo_ttft_ms",
     "slo_tpot_ms",
 )
@@ -257,6 +258,11 @@ class WorkloadSection(_Section):
         le=1_000_000,
         description="serving: requests the client keeps in flight at most (vLLM bench's --max-concurrency): a "
         "request is sent at its arrival time or when one of those finishes, whichever is later; none = no limit",
+    )
+    dispatch: Literal["shortest_queue", "round_robin"] = Field(
+        default="shortest_queue",
+        description="serving, parallel.dp > 1: which engine replica gets each request: shortest_queue = the least "
+        "waiting x 4 + running as it arrives (vLLM V1's data-parallel balancer); round_robin = in turn",
     )
     slo_ttft_ms: float | None = Field(default=None, gt=0, le=1e9, description="serving: TTFT target for goodput")
     slo_tpot_ms: float | None = Field(default=None, gt=0, le=1e9, description="serving: TPOT target for goodput")

@@ -22,7 +22,7 @@ def serving_sections(s: ServingSummary, name: str) -> list[Section]:
         if p is not None:
             lat.rows.append([label, *(f"{v:,.2f}" for v in (p.mean, p.p50, p.p90, p.p99))])
     several = s.replicas > 1
-    engines = f"the engines ({s.replicas} replicas, requests dealt in turn)" if several else "the engine"
+    engines = f"the engines ({s.replicas} replicas)" if several else "the engine"
     each = " per replica" if several else ""
     facts = Section(f"{name}: {engines}", headers=["", ""], numeric={1})
     rate = "all at t = 0" if s.rate_qps == 0 else f"{s.rate_qps:g} requests/s asked, {s.arrival_rate_qps:g} came"

@@ -147,12 +147,19 @@ def simulate_serving(cfg: RunConfig) -> tuple[pa.Table, pa.Table, ServingSummary
     return requests, iterations, summary, sim.device.name, notes
 
 
+_DISPATCH = {
+    "shortest_queue": "the replica with the least waiting x 4 + running (vLLM's balancer)",
+    "round_robin": "the replicas in turn",
+}
+
+
 def _notes(cfg: RunConfig, s: ServingSummary) -> tuple[str, ...]:
     notes = []
     if s.replicas > 1:
         notes.append(
             f"parallel.dp = {s.replicas}: {s.replicas} engine replicas of {cfg.parallel.tp} device(s) each, with their "
-            "own KV cache, the requests dealt to them in turn (round-robin); kv_blocks and device_busy are per replica"
+            f"own KV cache, each request sent to {_DISPATCH[cfg.workload.dispatch]}; kv_blocks and device_busy are "
+            "per replica"
         )
     if cfg.execution.jitter.kernel_cv or cfg.execution.jitter.host_cv:
         notes.append("execution.jitter is not applied to serving iterations (each is priced once by its shapes)")

@@ -14,14 +14,16 @@ blocks.
   front of the queue and recomputes its prompt and output so far), as vLLM's preemption by recompute.
 
 The iteration is priced by `pricing.IterationPricer`; the host runs one iteration after the other (the next starts
-when the previous one's tokens are back), idle until the next arrival when nothing is queued. The per-sequence
+when the previous one's tokens are back), idle until the next arrival when nothing is queued. Engine replicas
+(parallel.dp) each run this loop on their own KV cache, the requests sent to them by `serve_replicas`. The per-sequence
 state lives in arrays; only admissions and preemptions walk sequences one by one.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -65,19 +67,25 @@ class Served:
 
 
 class _Engine:
-    def __init__(self, stream: RequestStream, w: WorkloadSection, kv_blocks: int) -> None:
+    def __init__(self, stream: RequestStream, w: WorkloadSection, kv_blocks: int, share: _Engine | None = None) -> None:
+        """`share`: an engine whose per-request arrays this one uses too (replicas serve disjoint requests: memory
+        stays one set of arrays for any number of them)."""
         n = len(stream)
         self.w, self.bs = w, w.block_size
         self.budget = w.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
         self.chunked = w.scheduler == "chunked"
         self.inp, self.out = stream.input_len, stream.output_len
-        self.computed = np.zeros(n, dtype=np.int64)  # tokens with their KV in the cache
-        self.generated = np.zeros(n, dtype=np.int64)
-        self.held = np.zeros(n, dtype=np.int64)  # blocks
-        self.preemptions = np.zeros(n, dtype=np.int64)
+        if share is None:
+            self.computed = np.zeros(n, dtype=np.int64)  # tokens with their KV in the cache
+            self.generated = np.zeros(n, dtype=np.int64)
+            self.held = np.zeros(n, dtype=np.int64)  # blocks
+            self.preemptions = np.zeros(n, dtype=np.int64)
+        else:
+            self.computed, self.generated, self.held = share.computed, share.generated, share.held
+            self.preemptions = share.preemptions
         self.waiting: deque[int] = deque()
         self.running: list[int] = []
-        self.free = kv_blocks
+        self.free = self.kv_blocks = kv_blocks
         # this iteration's: request -> tokens computed, and how many were preempted
         self.take: dict[int, int] = {}
         self.preempted = 0
@@ -163,17 +171,76 @@ class _Engine:
         return left
 
 
+@dataclass
+class _Outcome:
+    """Per request (by its id in the stream), shared by the engines that serve them."""
+
+    first_sched: np.ndarray
+    first_token: np.ndarray
+    finish: np.ndarray
+
+    @classmethod
+    def of(cls, n: int) -> _Outcome:
+        return cls(*(np.full(n, -1, dtype=np.int64) for _ in range(3)))
+
+
+def _iterate(
+    e: _Engine, t: int, pricer: IterationPricer, out: _Outcome, it: Iterations, replica: int
+) -> tuple[int, np.ndarray]:
+    """One iteration of engine `e` from host time t: scheduled, priced, its tokens written and sampled, recorded in
+    `it`. Returns (its end, the requests it finished)."""
+    n_waiting, n_in = len(e.waiting), len(e.waiting) + len(e.running)
+    e.schedule()
+    if not e.take:  # _check_fits rules this out: every request fits an empty cache and the budget
+        raise AssertionError("serving: an iteration with nothing to compute")
+    used = e.kv_blocks - e.free
+    inp = e.inp
+    ids = np.fromiter(e.take, dtype=np.int64, count=len(e.take))
+    k = np.fromiter(e.take.values(), dtype=np.int64, count=len(e.take))
+    computed, generated = e.computed, e.generated
+    is_decode = (k == 1) & (generated[ids] > 0) & (computed[ids] + 1 == inp[ids] + generated[ids])
+    dec, pre = ids[is_decode], ids[~is_decode]
+    ctx = round(float((computed[dec] + 1).mean())) if len(dec) else 0
+    if len(pre):
+        priced = pricer.mixed(k[~is_decode], computed[pre], len(dec), ctx)
+    else:
+        priced = pricer.decode_only(len(dec), ctx)
+    end = t + priced.wall_ns
+    out.first_sched[ids[out.first_sched[ids] < 0]] = t
+    computed[ids] += k
+    emits = ids[computed[ids] == inp[ids] + generated[ids]]
+    generated[emits] += 1
+    out.first_token[emits[out.first_token[emits] < 0]] = end
+    over = emits[generated[emits] >= e.out[emits]]
+    if len(over):
+        out.finish[over] = end
+        e.free += int(e.held[over].sum())
+        e.held[over] = 0
+        gone = set(over.tolist())
+        e.running[:] = [r for r in e.running if r not in gone]
+    it.start_ns.append(t)
+    it.end_ns.append(end)
+    it.device_ns.append(priced.device_ns)
+    it.prefill_seqs.append(len(pre))
+    it.prefill_tokens.append(int(k[~is_decode].sum()))
+    it.decode_seqs.append(len(dec))
+    it.running.append(len(e.running))
+    it.waiting.append(n_waiting)
+    it.in_system.append(n_in)
+    it.kv_blocks_used.append(used)
+    it.preempted.append(e.preempted)
+    it.replica.append(replica)
+    return end, over
+
+
 def serve(stream: RequestStream, pricer: IterationPricer, w: WorkloadSection, kv_blocks: int) -> Served:
     n = len(stream)
     e = _Engine(stream, w, kv_blocks)
     _check_fits(stream, w, e.budget, kv_blocks)
-    inp, out = e.inp, e.out
     arrival = stream.arrival_ns.copy()  # when each request is sent: later than the stream's with max_concurrency
     limit = w.max_concurrency or n
     in_flight, free_since = 0, 0  # requests sent and not finished; since when fewer than `limit` are
-    first_sched = np.full(n, -1, dtype=np.int64)
-    first_token = np.full(n, -1, dtype=np.int64)
-    finish = np.full(n, -1, dtype=np.int64)
+    out = _Outcome.of(n)
     it = Iterations()
     t, nxt, done = 0, 0, 0
     while done < n:
@@ -185,71 +252,80 @@ def serve(stream: RequestStream, pricer: IterationPricer, w: WorkloadSection, kv
         if not e.running and not e.waiting:
             t = int(arrival[nxt])
             continue
-        n_waiting, n_in = len(e.waiting), len(e.waiting) + len(e.running)
-        e.schedule()
-        if not e.take:  # _check_fits rules this out: every request fits an empty cache and the budget
-            raise AssertionError("serving: an iteration with nothing to compute")
-        used = kv_blocks - e.free
-        ids = np.fromiter(e.take, dtype=np.int64, count=len(e.take))
-        k = np.fromiter(e.take.values(), dtype=np.int64, count=len(e.take))
-        computed, generated = e.computed, e.generated
-        is_decode = (k == 1) & (generated[ids] > 0) & (computed[ids] + 1 == inp[ids] + generated[ids])
-        dec, pre = ids[is_decode], ids[~is_decode]
-        ctx = round(float((computed[dec] + 1).mean())) if len(dec) else 0
-        if len(pre):
-            priced = pricer.mixed(k[~is_decode], computed[pre], len(dec), ctx)
-        else:
-            priced = pricer.decode_only(len(dec), ctx)
-        end = t + priced.wall_ns
-        first_sched[ids[first_sched[ids] < 0]] = t
-        computed[ids] += k
-        emits = ids[computed[ids] == inp[ids] + generated[ids]]
-        generated[emits] += 1
-        first_token[emits[first_token[emits] < 0]] = end
-        over = emits[generated[emits] >= out[emits]]
+        end, over = _iterate(e, t, pricer, out, it, 0)
         if len(over):
-            finish[over] = end
-            e.free += int(e.held[over].sum())
-            e.held[over] = 0
-            gone = set(over.tolist())
-            e.running[:] = [r for r in e.running if r not in gone]
             done += len(over)
             if in_flight == limit:
                 free_since = end  # the client sends the next request as this one's tokens come back
             in_flight -= len(over)
-        it.start_ns.append(t)
-        it.end_ns.append(end)
-        it.device_ns.append(priced.device_ns)
-        it.prefill_seqs.append(len(pre))
-        it.prefill_tokens.append(int(k[~is_decode].sum()))
-        it.decode_seqs.append(len(dec))
-        it.running.append(len(e.running))
-        it.waiting.append(n_waiting)
-        it.in_system.append(n_in)
-        it.kv_blocks_used.append(used)
-        it.preempted.append(e.preempted)
-        it.replica.append(0)
         t = end
-    return Served(arrival, first_sched, first_token, finish, e.preemptions, it, np.zeros(n, dtype=np.int64))
+    return Served(arrival, out.first_sched, out.first_token, out.finish, e.preemptions, it, np.zeros(n, np.int64))
 
 
 def serve_replicas(
     stream: RequestStream, pricer: IterationPricer, w: WorkloadSection, kv_blocks: int, replicas: int
 ) -> Served:
-    """`replicas` engines (parallel.dp), each with its own KV cache, the requests dealt to them in turn (a
-    round-robin load balancer; vLLM's own balancer sends each to the engine with the shortest queue, the same when
-    requests are alike). Each engine is served alone; the iterations merged in time order (engine order at a tie)."""
+    """`replicas` engines (parallel.dp), each with its own KV cache, the requests sent to them by `w.dispatch`:
+    - shortest_queue: each request, as it arrives, to the engine with the least waiting x 4 + running (the lowest
+      index among equals), the score vLLM V1's front end balances its data-parallel engines by
+      (DPLBAsyncMPClient.get_core_engine_for_request); here the counts are those at the arrival, where vLLM's
+      front end sees the engines' counts up to 100 ms old plus the requests it sent since;
+    - round_robin: request i to engine i mod replicas, each engine then served alone.
+    The iterations are merged in time order (engine order at a tie)."""
     if replicas == 1:
         return serve(stream, pricer, w, kv_blocks)
+    if w.dispatch == "round_robin":
+        parts = []
+        for k in range(replicas):
+            ids = stream.dealt(k, replicas)
+            if len(ids):
+                parts.append((k, ids, serve(stream.subset(ids), pricer, w, kv_blocks)))
+        return _merged(len(stream), parts)
+    return _shortest_queue(stream, pricer, w, kv_blocks, replicas)
+
+
+def _shortest_queue(
+    stream: RequestStream, pricer: IterationPricer, w: WorkloadSection, kv_blocks: int, replicas: int
+) -> Served:
     n = len(stream)
+    first = _Engine(stream, w, kv_blocks)
+    engines = [first, *(_Engine(stream, w, kv_blocks, share=first) for _ in range(replicas - 1))]
+    _check_fits(stream, w, first.budget, kv_blocks)
+    clock = [0] * replicas  # when each engine's last iteration ends
+    its = [Iterations() for _ in range(replicas)]
+    out = _Outcome.of(n)
+    replica = np.zeros(n, dtype=np.int64)
+    busy: list[tuple[int, int]] = []  # (clock, engine) of the engines with work, a heap
+
+    def advance(until: float) -> None:
+        """Every engine's iterations that start before `until` (one starting at it sees what arrives then)."""
+        while busy and busy[0][0] < until:
+            t, k = heapq.heappop(busy)
+            e = engines[k]
+            clock[k], _ = _iterate(e, t, pricer, out, its[k], k)
+            if e.running or e.waiting:
+                heapq.heappush(busy, (clock[k], k))
+
+    for r, at in enumerate(stream.arrival_ns.tolist()):
+        advance(at)
+        k = min(range(replicas), key=lambda j: (4 * len(engines[j].waiting) + len(engines[j].running), j))
+        e = engines[k]
+        if not e.running and not e.waiting:
+            clock[k] = max(clock[k], at)  # an idle engine starts at the arrival
+            heapq.heappush(busy, (clock[k], k))
+        e.waiting.append(r)
+        replica[r] = k
+    advance(float("inf"))
+    served = Served(
+        stream.arrival_ns.copy(), out.first_sched, out.first_token, out.finish, first.preemptions, Iterations(), replica
+    )
+    return _with_iterations(served, its)
+
+
+def _merged(n: int, parts: list[tuple[int, np.ndarray, Served]]) -> Served:
+    """Engines served alone, each (replica, its requests' ids in the whole stream, what it served), as one Served."""
     arrival, first_sched, first_token, finish, preemptions, replica = (np.zeros(n, dtype=np.int64) for _ in range(6))
-    merged = Iterations()
-    columns = [name for name in Iterations.__dataclass_fields__]
-    for k in range(replicas):
-        ids = stream.dealt(k, replicas)
-        if not len(ids):
-            continue
-        part = serve(stream.subset(ids), pricer, w, kv_blocks)
+    for k, ids, part in parts:
         for whole, own in (
             (arrival, part.arrival_ns),
             (first_sched, part.first_scheduled_ns),
@@ -260,13 +336,22 @@ def serve_replicas(
             whole[ids] = own
         replica[ids] = k
         part.iterations.replica[:] = [k] * len(part.iterations.replica)
+    served = Served(arrival, first_sched, first_token, finish, preemptions, Iterations(), replica)
+    return _with_iterations(served, [p.iterations for _, _, p in parts])
+
+
+def _with_iterations(served: Served, per_engine: list[Iterations]) -> Served:
+    """`served` with the engines' iterations merged in time order (engine order at a tie)."""
+    merged = Iterations()
+    columns = list(Iterations.__dataclass_fields__)
+    for its in per_engine:
         for name in columns:
-            getattr(merged, name).extend(getattr(part.iterations, name))
+            getattr(merged, name).extend(getattr(its, name))
     order = np.lexsort((np.array(merged.replica), np.array(merged.start_ns))).tolist()
     for name in columns:
         values = getattr(merged, name)
         values[:] = [values[i] for i in order]
-    return Served(arrival, first_sched, first_token, finish, preemptions, merged, replica)
+    return replace(served, iterations=merged)
 
 
 def _check_fits(stream: RequestStream, w: WorkloadSection, budget: int, kv_blocks: int) -> None:

@@ -64,7 +64,7 @@ class ServingSummary(BaseModel):
     output_tokens_per_s: float
     total_tokens_per_s: float
     iterations: int  # of every replica
-    replicas: int = 1  # engine replicas (parallel.dp), the requests dealt to them in turn
+    replicas: int = 1  # engine replicas (parallel.dp), each request sent to one by workload.dispatch
     decode_batch_mean: float  # decode sequences per iteration with any, weighted by the iteration's length
     device_busy: float  # kernel time over the span, per replica
     kv_blocks: int  # per replica
