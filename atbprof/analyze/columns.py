@@ -38,3 +38,7 @@ ANALYZE_COLUMNS = (
 )
 """Not read: task ids and waits, FLOPs and bytes, the other pipe times, fused_from, and the parallel columns other
 than rank (the cluster analyses read their own)."""
+
+DIFF_COLUMNS = (*ANALYZE_COLUMNS, "fused_from")
+"""The op-table columns `diff` reads without --trace (which draws every column): analyze's and the fused ops' origins
+(a fused kernel pairs with the unfused ops it replaced). A test diffs runs both ways and asserts identical reports."""

@@ -11,6 +11,7 @@ import numpy as np
 from atbprof.analyze.api import framework_timeline
 from atbprof.analyze.attribute import NO_DEVICE_OP
 from atbprof.analyze.charges import has_launches, launch_latency_ns
+from atbprof.analyze.columns import DIFF_COLUMNS
 from atbprof.analyze.patterns import load_patterns
 from atbprof.diff.align import match_aligned
 from atbprof.diff.graphs import match_runs
@@ -235,8 +236,10 @@ def diff_paths(
         check_output_file(trace, "diff-trace", force=force, inputs=[base, new])
     # diff compares device kernels (framework ops are read only when a trace has none); the two inputs load side
     # by side (gunzip and the JSON decoders run partly outside the GIL); the base's error wins if both fail
+    # a run of ours is read with the columns diff uses (a 4 M-op table whole is ~1.9 GB); --trace draws them all
+    columns = None if trace is not None else DIFF_COLUMNS
     with ThreadPoolExecutor(max_workers=2) as pool:
-        loading = [pool.submit(load_profile, path, framework=False) for path in (base, new)]
+        loading = [pool.submit(load_profile, path, framework=False, columns=columns) for path in (base, new)]
         profiles = [f.result() for f in loading]
     result = diff(profiles[0], profiles[1], force=force, **options)  # type: ignore[arg-type]
     if trace is not None:
