@@ -32,13 +32,6 @@ class RequestStream:
     def __len__(self) -> int:
         return len(self.input_len)
 
-    def dealt(self, replica: int, replicas: int) -> np.ndarray:
-        """The requests a load balancer dealing them in turn sends to `replica` of `replicas` (their ids)."""
-        return np.arange(replica, len(self), replicas, dtype=np.int64)
-
-    def subset(self, ids: np.ndarray) -> RequestStream:
-        return RequestStream(self.arrival_ns[ids], self.input_len[ids], self.output_len[ids], self.lengths)
-
 
 @cache
 def length_distributions() -> dict[str, Any]:

@@ -268,25 +268,12 @@ def serve_replicas(
     """`replicas` engines (parallel.dp), each with its own KV cache, the requests sent to them by `w.dispatch`:
     - shortest_queue: each request, as it arrives, to the engine with the least waiting x 4 + running (the lowest
       index among equals), the score vLLM V1's front end balances its data-parallel engines by
-      (DPLBAsyncMPClient.get_core_engine_for_request); here the counts are those at the arrival, where vLLM's
-      front end sees the engines' counts up to 100 ms old plus the requests it sent since;
-    - round_robin: request i to engine i mod replicas, each engine then served alone.
+      (DPLBAsyncMPClient.get_core_engine_for_request); here the counts are those the engine's next iteration finds,
+      where vLLM's front end sees the engines' counts up to 100 ms old plus the requests it sent since;
+    - round_robin: request i to engine i mod replicas.
     The iterations are merged in time order (engine order at a tie)."""
     if replicas == 1:
         return serve(stream, pricer, w, kv_blocks)
-    if w.dispatch == "round_robin":
-        parts = []
-        for k in range(replicas):
-            ids = stream.dealt(k, replicas)
-            if len(ids):
-                parts.append((k, ids, serve(stream.subset(ids), pricer, w, kv_blocks)))
-        return _merged(len(stream), parts)
-    return _shortest_queue(stream, pricer, w, kv_blocks, replicas)
-
-
-def _shortest_queue(
-    stream: RequestStream, pricer: IterationPricer, w: WorkloadSection, kv_blocks: int, replicas: int
-) -> Served:
     n = len(stream)
     first = _Engine(stream, w, kv_blocks)
     engines = [first, *(_Engine(stream, w, kv_blocks, share=first) for _ in range(replicas - 1))]
@@ -306,9 +293,13 @@ def _shortest_queue(
             if e.running or e.waiting:
                 heapq.heappush(busy, (clock[k], k))
 
+    def load(j: int) -> tuple[int, int]:
+        return 4 * len(engines[j].waiting) + len(engines[j].running), j
+
+    in_turn = w.dispatch == "round_robin"
     for r, at in enumerate(stream.arrival_ns.tolist()):
         advance(at)
-        k = min(range(replicas), key=lambda j: (4 * len(engines[j].waiting) + len(engines[j].running), j))
+        k = r % replicas if in_turn else min(range(replicas), key=load)
         e = engines[k]
         if not e.running and not e.waiting:
             clock[k] = max(clock[k], at)  # an idle engine starts at the arrival
@@ -320,24 +311,6 @@ def _shortest_queue(
         stream.arrival_ns.copy(), out.first_sched, out.first_token, out.finish, first.preemptions, Iterations(), replica
     )
     return _with_iterations(served, its)
-
-
-def _merged(n: int, parts: list[tuple[int, np.ndarray, Served]]) -> Served:
-    """Engines served alone, each (replica, its requests' ids in the whole stream, what it served), as one Served."""
-    arrival, first_sched, first_token, finish, preemptions, replica = (np.zeros(n, dtype=np.int64) for _ in range(6))
-    for k, ids, part in parts:
-        for whole, own in (
-            (arrival, part.arrival_ns),
-            (first_sched, part.first_scheduled_ns),
-            (first_token, part.first_token_ns),
-            (finish, part.finish_ns),
-            (preemptions, part.preemptions),
-        ):
-            whole[ids] = own
-        replica[ids] = k
-        part.iterations.replica[:] = [k] * len(part.iterations.replica)
-    served = Served(arrival, first_sched, first_token, finish, preemptions, Iterations(), replica)
-    return _with_iterations(served, [p.iterations for _, _, p in parts])
 
 
 def _with_iterations(served: Served, per_engine: list[Iterations]) -> Served:
