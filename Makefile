@@ -47,6 +47,7 @@ bench: venv
 	$(BIN)/python scripts/bench_sweep.py --json benchmarks/sweep.json
 	$(BIN)/python scripts/bench_scale.py --json benchmarks/scale.json
 	$(BIN)/python scripts/bench_cluster.py --ranks 4,32,128,1024 --json benchmarks/cluster.json
+	$(BIN)/python scripts/bench_analyze.py --only kineto --repeat 7 --json benchmarks/kineto.json
 	$(BIN)/python scripts/bench_diff.py --json benchmarks/diff.json
 	$(BIN)/python scripts/bench_serving.py --json benchmarks/serving.json
 	$(BIN)/python scripts/bench_summary.py

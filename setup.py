@@ -13,8 +13,13 @@ setup(
                 "atbprof/importers/native_src/module.c",
                 "atbprof/importers/native_src/scan.c",
                 "atbprof/importers/native_src/nest.c",
+                "atbprof/importers/native_src/stream.c",
             ],
-            depends=["atbprof/importers/native_src/lex.h", "atbprof/importers/native_src/intern.h"],
+            depends=[
+                "atbprof/importers/native_src/lex.h",
+                "atbprof/importers/native_src/intern.h",
+                "atbprof/importers/native_src/stream.h",
+            ],
             extra_compile_args=["-O3"],
             optional=True,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
@@ -129,6 +130,43 @@ most compressible 30x); beyond it the data is a gzip bomb or not a profile, refu
 INFLATE_FLOOR_BYTES = 64_000_000
 """Whatever the ratio, a small gzip file may inflate to this much (a tiny trace of repetitive records)."""
 _INFLATE_CHUNK = 256 << 20  # one call for the usual trace (one call is ~2x faster than chunks joined)
+
+
+def gzip_size(raw: bytes) -> int | None:
+    """What a gzip file of one member inflates to, as its trailer says, when that is within the bounds gunzip()
+    keeps (None otherwise: gunzip() reads it, and explains). The trailer is not trusted: inflate_exactly() checks it."""
+    if len(raw) < 18 or not raw.startswith(b"\x1f\x8b"):
+        return None
+    size = int.from_bytes(raw[-4:], "little")
+    bound = min(max_input_bytes(), max(INFLATE_FLOOR_BYTES, MAX_INFLATE_RATIO * len(raw)))
+    return size if 0 < size <= bound else None
+
+
+INFLATE_ERRORS = _INFLATE_ERRORS
+
+
+def inflate_exactly(raw: bytes, size: int, piece: int = 256 << 10) -> Iterator[bytes]:
+    """The gzip member in `raw`, inflated `piece` compressed bytes at a time, provided it is the only one and
+    inflates to exactly `size` bytes; raises ValueError (or one of INFLATE_ERRORS) as soon as it is not so. Never
+    holds more than `size` bytes."""
+    inflate = zlib.decompressobj(wbits=31)
+    view = memoryview(raw)
+    left = size
+    for at in range(0, len(raw), piece):
+        pending: bytes | memoryview = view[at : at + piece]
+        while pending:
+            out = inflate.decompress(pending, left + 1)
+            if len(out) > left:
+                raise ValueError("inflates to more than its trailer says")
+            left -= len(out)
+            if out:
+                yield out
+            if inflate.eof:
+                if left or inflate.unused_data or at + piece < len(raw):
+                    raise ValueError("not one gzip member of the size its trailer says")
+                return
+            pending = inflate.unconsumed_tail
+    raise ValueError("truncated")
 
 
 def gunzip(raw: bytes, path: Path, limit: int | None = None) -> bytes:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -101,7 +102,7 @@ def peer_medians(py: Path, setup: str, call: str, repeat: int, warm: bool = Fals
 
 def hta_seconds(py: Path, trace: Path, repeat: int) -> tuple[float, float]:
     return peer_medians(
-        py, "from hta.common.trace import parse_trace_file", f"parse_trace_file({str(trace)!r})", repeat
+        py, "from hta.common.trace import parse_trace_file", f"parse_trace_file({str(trace)!r})", repeat, warm=True
     )
 
 
@@ -109,11 +110,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=["kineto", "qwen3", "db", "million"], help="run one part")
+    ap.add_argument("--json", type=Path, help="also write the Kineto import's figures here")
     args = ap.parse_args()
     py = peer_python() if args.only in (None, "kineto", "qwen3") else None
     if args.only in (None, "kineto"):
         assert py is not None
-        bench_kineto(py, args.repeat)
+        bench_kineto(py, args.repeat, args.json)
     if args.only in (None, "qwen3"):
         bench_qwen3(args.repeat)
     if args.only in (None, "db"):
@@ -122,16 +124,32 @@ def main() -> None:
         bench_million(args.repeat)
 
 
-def bench_kineto(py: Path, repeat: int) -> None:
-    print("1. Kineto import: atbprof vs HolisticTraceAnalysis parse_trace_file (median wall / CPU seconds)")
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def bench_kineto(py: Path, repeat: int, out: Path | None = None) -> None:
+    """Both sides warm (one untimed call each) and in turn, a call of ours then one of HTA's, `repeat` rounds: a
+    drift of the machine's speed hits both alike. Medians."""
+    print("1. Kineto import: atbprof vs HolisticTraceAnalysis parse_trace_file (median wall / CPU seconds, in turn)")
+    rows = []
     for name in KINETO:
         trace = SHARED / "traces" / name
-        ours, ours_cpu = median_times(lambda t=trace: load_profile(t), repeat)
-        theirs, theirs_cpu = hta_seconds(py, trace, repeat)
+        before = load()
+        load_profile(trace)
+        rounds = [
+            (*median_times(lambda t=trace: load_profile(t), 1), *hta_seconds(py, trace, 1)) for _ in range(repeat)
+        ]
+        ours, ours_cpu, theirs, theirs_cpu = (statistics.median(r[i] for r in rounds) for i in range(4))
         print(
             f"   {name:50s} atbprof {ours:.3f} / {ours_cpu:.3f} s  HTA {theirs:.3f} / {theirs_cpu:.3f} s  "
-            f"ratio {theirs / ours:4.1f}x wall, {theirs_cpu / ours_cpu:4.1f}x CPU"
+            f"ratio {theirs / ours:4.1f}x wall, {theirs_cpu / ours_cpu:4.1f}x CPU   load {before} / {load()}"
         )
+        row = {"trace": name, "atbprof_s": ours, "hta_s": theirs, "ratio": theirs / ours}
+        rows.append(row | {"atbprof_cpu_s": ours_cpu, "hta_cpu_s": theirs_cpu, "load": [before, load()]})
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"bench": "kineto", "rows": rows}, indent=1) + "\n")
 
 
 def bench_qwen3(repeat: int) -> None:

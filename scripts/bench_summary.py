@@ -28,6 +28,7 @@ MAX_MB_AT_4M = 1 * GB
 MAX_US_PER_OP = 1.0
 CLUSTER_RATIO = 10.0
 DIFF_RATIO = 20.0
+KINETO_RATIO = 20.0
 SWEEP_S = 60.0
 SERVING_S = 60.0
 BIG_CLUSTER = 1024
@@ -98,6 +99,19 @@ def rows() -> list[tuple[str, str, str, str, str, str]]:
                     f"{ratio:.1f}x",
                     f">= {CLUSTER_RATIO:g}x",
                     _met(ratio >= CLUSTER_RATIO),
+                )
+            )
+    kineto = _load("kineto")
+    if kineto:
+        for r in kineto["rows"]:
+            out.append(
+                (
+                    f"Kineto import of `{r['trace']}` (in process, warm, in turn)",
+                    f"{r['atbprof_s']:.3f} s",
+                    f"HTA 0.5 `parse_trace_file` {r['hta_s']:.3f} s",
+                    f"{r['ratio']:.1f}x",
+                    f">= {KINETO_RATIO:g}x",
+                    _met(r["ratio"] >= KINETO_RATIO),
                 )
             )
     diff = _load("diff")

@@ -91,14 +91,14 @@ def _load_dir(path: Path, columns: Sequence[str] | None = None) -> Profile:
     raise InputError(f"{path}: a directory with no profile in it\n{ACCEPTED}")
 
 
-def _read_head(path: Path) -> tuple[bytes, bytes | None]:
-    """The first bytes (decompressed if gzip) and, for gzip, all of the content."""
-    head = read_head(path, _HEAD)
+def _read_head(path: Path, raw: bytes | None = None) -> tuple[bytes, bytes | None]:
+    """The first bytes (decompressed if gzip) and, for gzip, all of the content (`raw`: the file's bytes, if read)."""
+    head = read_head(path, _HEAD) if raw is None else raw[:_HEAD]
     if not head:
         raise InputError(f"{path}: empty file\n{ACCEPTED}")
     if not head.startswith(_GZIP):
         return head, None
-    data = gunzip(read_bytes(path), path)
+    data = gunzip(read_bytes(path) if raw is None else raw, path)
     if not data:
         raise InputError(f"{path}: an empty gzip file")
     return data[:_HEAD], data
@@ -110,7 +110,15 @@ def _read_all(path: Path) -> bytes:
 
 
 def _load_file(path: Path, framework: bool = True, columns: Sequence[str] | None = None) -> Profile:
-    head, data = _read_head(path)
+    raw = None
+    if read_head(path, len(_GZIP)) == _GZIP:
+        from atbprof.importers.kineto_scan import inflate_and_scan
+
+        raw = read_bytes(path)
+        streamed = inflate_and_scan(path, raw, _is_json, _HEAD)
+        if streamed is not None:
+            return _json_profile(path, streamed[0], framework, streamed[1])
+    head, data = _read_head(path, raw)
     if head.startswith(_PARQUET):
         ops = read_ops(path, columns=columns)
         return Profile("atbprof-run", str(path), ops, meta={"origin_ns": 0})
@@ -129,9 +137,23 @@ def _load_file(path: Path, framework: bool = True, columns: Sequence[str] | None
         fast = _fast_kineto(path, data, framework)
         if fast is not None:
             return fast
-        trace = load_trace(path, data)
-        return _ascend_profile(path, trace) if is_ascend_trace(trace) else _kineto_profile(path, trace, framework)
+        return _json_profile(path, data, framework)
     return _load_csv(path, head, data)
+
+
+def _is_json(head: bytes) -> bool:
+    """A head that _load_file would read as a JSON object trace (the scanner reads no other)."""
+    return b"\x00" not in head and head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{"
+
+
+def _json_profile(path: Path, data: bytes, framework: bool, scanned: TraceEvents | None = None) -> Profile:
+    """A JSON trace: from the scanner's columns where it read them and they are a Kineto trace, else the general
+    path (which reads every valid trace and explains every invalid one)."""
+    fast = _scanned_profile(path, scanned, framework) if scanned is not None else None
+    if fast is not None:
+        return fast
+    trace = load_trace(path, data)
+    return _ascend_profile(path, trace) if is_ascend_trace(trace) else _kineto_profile(path, trace, framework)
 
 
 def _ascend_profile(path: Path, trace: TraceEvents) -> Profile:
@@ -158,8 +180,18 @@ def _fast_kineto(path: Path, data: bytes, framework: bool = True) -> Profile | N
         # the native scanner, where built, decides alone: what it refuses (a number past double range in a field
         # no importer reads, ...) msgspec would skip without checking, and orjson refuses
         trace = scan_kineto(path, data) if native_scanner() else decode_kineto(path, data)
-        if trace is None or is_ascend_trace(trace):
-            return None
+    except (NotFast, InputError):
+        return None
+    return None if trace is None else _scanned_profile(path, trace, framework)
+
+
+def _scanned_profile(path: Path, trace: TraceEvents, framework: bool) -> Profile | None:
+    """The Kineto profile of a fast reader's events; None: the general path must read the file."""
+    from atbprof.importers.kineto_decode import NotFast
+
+    if is_ascend_trace(trace):
+        return None
+    try:
         return _kineto_profile(path, trace, framework)
     except (NotFast, InputError):
         return None

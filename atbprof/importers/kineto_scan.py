@@ -10,7 +10,8 @@ again from its bytes on demand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from atbprof.arrays import distinct
 from atbprof.importers.native import native
 from atbprof.importers.timetext import floats_to_ns
 from atbprof.importers.trace_events import PHASES, TraceEvents, dims_text, int_arg
+from atbprof.inputs import INFLATE_ERRORS, gzip_size, inflate_exactly
 
 _K_ABSENT, _K_INT, _K_STR, _K_RAW = range(4)  # the scanner's value kinds
 
@@ -102,13 +104,93 @@ def scan_kineto(path: Path, data: bytes) -> ScannedEvents | None:
     """The trace's columns, or None when the next path must read it."""
     if native is None:  # built without a C compiler: kineto_decode.py serves instead
         return None
-    if not data.isascii():  # the scanner leaves UTF-8 checks to us: orjson on the general path says where
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
+    if not _utf8(data):
+        return None
     cols = native.scan_kineto(data)
-    if cols is None or cols["n"] == 0:
+    return None if cols is None else _events(path, data, cols)
+
+
+PIECE = 8 << 10
+"""Compressed bytes inflated at a time (output chunks of ~100 kB that stay in cache: 16 k and more was slower)."""
+MARGIN = 64 << 10
+"""Bytes the scanner waits for ahead of each item (an event is well under 1 kB), so that an item is seldom cut by
+the edge of what has arrived (a cut one is read again once the whole document has)."""
+
+
+def inflate_and_scan(
+    path: Path, raw: bytes, wants: Callable[[bytes], bool], head_size: int, piece: int = PIECE, margin: int = MARGIN
+) -> tuple[bytes, ScannedEvents | None] | None:
+    """A gzip trace inflated by a second thread while the scanner reads what has arrived (on two cores the two take
+    the time of the slower instead of their sum; the scanner waits where it catches up, stream.h).
+
+    `wants`: given the first `head_size` inflated bytes (all of them if fewer), is the file for the scanner? Returns
+    (the inflated bytes, the trace or None where the scanner declined: the general path reads the bytes), or None
+    where this path does not serve: no scanner, not one gzip member of the size its trailer gives within the
+    bounds, a head `wants` refuses, damaged data. The caller then reads the file the usual way (gunzip explains).
+    `piece`, `margin`: see PIECE and MARGIN (the tests make items cut at the edge common).
+    """
+    size = gzip_size(raw) if native is not None else None
+    if size is None:
+        return None
+    assert native is not None
+    stream = native.stream_new(size)
+    pieces = inflate_exactly(raw, size, piece)
+    head, fed = [], 0
+    try:
+        while fed < min(head_size, size):
+            chunk = next(pieces)
+            native.stream_feed(stream, chunk)
+            head.append(chunk)
+            fed += len(chunk)
+    except (StopIteration, ValueError, *INFLATE_ERRORS):
+        return None
+    if not wants(b"".join(head)[:head_size]):
+        return None
+    failure: list[BaseException] = []
+    feeder = threading.Thread(target=_feed, args=(stream, pieces, fed == size, failure), daemon=True)
+    feeder.start()
+    got = native.scan_stream(stream, margin)
+    feeder.join()
+    if failure:
+        raise failure[0]
+    if got is None:
+        return None
+    data, cols = got
+    if cols is None or not _utf8(data):
+        return data, None
+    return data, _events(path, data, cols)
+
+
+def _feed(stream: object, pieces: Iterator[bytes], done: bool, failure: list[BaseException]) -> None:
+    """The inflating thread: the rest of the pieces into the stream, which always ends (the scanner waits on it)."""
+    assert native is not None
+    complete = done
+    try:
+        if not done:
+            for chunk in pieces:
+                native.stream_feed(stream, chunk)
+            complete = True
+    except (ValueError, *INFLATE_ERRORS):
+        pass  # damaged data: the caller's gunzip says what
+    except BaseException as err:  # raised again by the scanning thread
+        failure.append(err)
+    finally:
+        native.stream_end(stream, complete)
+
+
+def _utf8(data: bytes) -> bool:
+    """The scanner leaves UTF-8 checks to us: orjson on the general path says where the bytes are wrong."""
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _events(path: Path, data: bytes, cols: dict[str, Any]) -> ScannedEvents | None:
+    if cols["n"] == 0:
         return None
     ph_codes = np.frombuffer(cols["ph"], np.uint8)
     if not PHASES.issuperset(map(chr, distinct(ph_codes).tolist())):

@@ -214,3 +214,18 @@ def test_the_loader_knows_sqlite_by_the_database_importers_magic() -> None:
     from atbprof.importers import ascend_db, detect
 
     assert detect._SQLITE == ascend_db.SQLITE_MAGIC
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.booleans(),
+    st.text("0123456789", min_size=1, max_size=18).map(lambda s: s.lstrip("0") or "0"),
+    st.one_of(st.none(), st.text("0123456789", min_size=1, max_size=8)),
+)
+def test_scanned_durations_are_what_a_correctly_rounding_reader_gives(neg: bool, whole: str, frac: str | None) -> None:
+    # the scanner reads short decimals itself (one division) and the rest with strtod: both must be float()'s value
+    text = ("-" if neg else "") + whole + ("" if frac is None else "." + frac)
+    assert native is not None
+    cols = native.scan_kineto(b'{"traceEvents": [{"ph": "X", "dur": ' + text.encode() + b"}]}")
+    assert cols is not None
+    assert np.frombuffer(cols["dur_us"], np.float64)[0].tobytes() == np.float64(float(text)).tobytes()

@@ -2,6 +2,7 @@
 results (tests/importers/test_native.py). An optional build (pyproject.toml); atbprof/importers/native.py loads it.
 
   scan_kineto (scan.c, lex.h, intern.h)  a Kineto trace's bytes -> columns, without a Python object per event
+  stream_*, scan_stream (stream.c/.h)    the same scan while another thread inflates the bytes
   nest (nest.c)                          per-thread nesting of framework ops
 */
 #define PY_SSIZE_T_CLEAN
@@ -9,10 +10,20 @@ results (tests/importers/test_native.py). An optional build (pyproject.toml); at
 
 PyObject *scan_kineto(PyObject *self, PyObject *arg);
 PyObject *nest(PyObject *self, PyObject *args);
+PyObject *scan_stream(PyObject *self, PyObject *args);
+PyObject *stream_new(PyObject *self, PyObject *arg);
+PyObject *stream_feed(PyObject *self, PyObject *args);
+PyObject *stream_end(PyObject *self, PyObject *args);
 
 static PyMethodDef methods[] = {
     {"scan_kineto", scan_kineto, METH_O,
      "scan_kineto(data) -> dict of column buffers, or None when the bytes are not a plain, valid Kineto trace."},
+    {"stream_new", stream_new, METH_O, "stream_new(size) -> a stream of `size` bytes to be fed (stream.h)."},
+    {"stream_feed", stream_feed, METH_VARARGS,
+     "stream_feed(stream, chunk) -> False when the chunk would pass the stream's size (it is then aborted)."},
+    {"stream_end", stream_end, METH_VARARGS, "stream_end(stream, ok): no more bytes (complete only if ok and full)."},
+    {"scan_stream", scan_stream, METH_VARARGS,
+     "scan_stream(stream, margin) -> (data, columns or None) as the stream arrives; None when it was aborted."},
     {"nest", nest, METH_VARARGS,
      "nest(order, thread, start, end, index, depth_out, parent_out): assemble.nesting_python in C (int64 arrays)."},
     {NULL, NULL, 0, NULL},

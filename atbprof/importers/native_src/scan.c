@@ -20,6 +20,7 @@ The caller then takes the general path, which reads every valid trace and explai
 
 #include "intern.h"
 #include "lex.h"
+#include "stream.h"
 
 /* kinds of a value column */
 enum { K_ABSENT = 0, K_INT = 1, K_STR = 2, K_RAW = 3 };
@@ -45,6 +46,7 @@ typedef struct {
     Vec span;         /* int64 pairs: the event's first and past-the-last byte */
     Vec top;          /* int64 quadruples: key body start, length, value start, length */
     size_t n;
+    Stream *arriving; /* the document is still arriving (stream.h); NULL: it is all there */
 } Columns;
 
 static int value_col_init(ValueCol *v) { return vec_init(&v->kind, 1) && vec_init(&v->val, 8); }
@@ -188,6 +190,27 @@ static int read_ts(Cursor *c, int64_t *ns, uint8_t *kind) {
     return 1;
 }
 
+/* A decimal of at most 15 digits and no exponent, exactly as strtod reads it: its digits as an integer are exact
+   in a double (< 2^53), and so is 10^k for k <= 22, so one IEEE division rounds the quotient as strtod rounds the
+   decimal (Clinger's fast path). 0: not such a number. */
+static int small_decimal(const Number *n, double *out) {
+    static const double tens[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+    if (n->has_exp) return 0;
+    const char *p = n->start, *end = n->start + n->len;
+    int neg = *p == '-', digits = 0, decimals = 0;
+    if (neg) p++;
+    uint64_t v = 0;
+    for (; p < end; p++) {
+        if (p == n->dot) continue;
+        if (++digits > 15) return 0;
+        v = v * 10 + (uint64_t)(*p - '0');
+        if (n->dot && p > n->dot) decimals++;
+    }
+    double x = (double)v / tens[decimals];
+    *out = neg ? -x : x;
+    return 1;
+}
+
 static int read_dur(Cursor *c, double *out) {
     if (lex_literal(c, "null", 4)) {
         *out = NAN;
@@ -195,9 +218,9 @@ static int read_dur(Cursor *c, double *out) {
     }
     Number n;
     char buf[64];
-    if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9')) || !lex_number(c, &n) ||
-        n.len >= sizeof(buf))
-        return 0;
+    if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9')) || !lex_number(c, &n)) return 0;
+    if (small_decimal(&n, out)) return 1;
+    if (n.len >= sizeof(buf)) return 0;
     memcpy(buf, n.start, n.len);
     buf[n.len] = 0;
     *out = strtod(buf, NULL);
@@ -272,14 +295,25 @@ static int read_ph(Cursor *c, uint8_t *out) {
 }
 
 static int read_member(Columns *t, Cursor *c, size_t row, const char *key, size_t klen) {
-    if (key_is(key, klen, "ph")) return read_ph(c, &AT(t->ph, uint8_t, row));
-    if (key_is(key, klen, "ts")) return read_ts(c, &AT(t->ts_ns, int64_t, row), &AT(t->ts_kind, uint8_t, row));
-    if (key_is(key, klen, "pid")) return read_pid(t, c, &t->pid, row);
-    if (key_is(key, klen, "tid")) return read_pid(t, c, &t->tid, row);
-    if (key_is(key, klen, "cat")) return read_string_code(t, c, &AT(t->cat, int32_t, row));
-    if (key_is(key, klen, "dur")) return read_dur(c, &AT(t->dur, double, row));
-    if (key_is(key, klen, "name")) return read_string_code(t, c, &AT(t->name, int32_t, row));
-    if (key_is(key, klen, "args")) return read_args(t, c, row);
+    switch (klen) { /* by length first: most members of an event are these eight */
+        case 2:
+            if (memcmp(key, "ph", 2) == 0) return read_ph(c, &AT(t->ph, uint8_t, row));
+            if (memcmp(key, "ts", 2) == 0)
+                return read_ts(c, &AT(t->ts_ns, int64_t, row), &AT(t->ts_kind, uint8_t, row));
+            break;
+        case 3:
+            if (memcmp(key, "pid", 3) == 0) return read_pid(t, c, &t->pid, row);
+            if (memcmp(key, "tid", 3) == 0) return read_pid(t, c, &t->tid, row);
+            if (memcmp(key, "cat", 3) == 0) return read_string_code(t, c, &AT(t->cat, int32_t, row));
+            if (memcmp(key, "dur", 3) == 0) return read_dur(c, &AT(t->dur, double, row));
+            break;
+        case 4:
+            if (memcmp(key, "name", 4) == 0) return read_string_code(t, c, &AT(t->name, int32_t, row));
+            if (memcmp(key, "args", 4) == 0) return read_args(t, c, row);
+            break;
+        default:
+            break;
+    }
     return skip_value(c);
 }
 
@@ -307,17 +341,69 @@ static int read_event(Columns *t, Cursor *c, size_t row) {
     return more == 0;
 }
 
+/* ---- a document still arriving (stream.h) ---------------------------------------------------------------------- */
+
+/* Before an item: let the cursor see at least the stream's margin ahead (all the bytes final now). */
+static void stream_ahead(Columns *t, Cursor *c, const char *data) {
+    Stream *s = t->arriving;
+    if (s && c->end != data + s->total) c->end = data + stream_wait(s, (size_t)(c->p - data) + s->margin);
+}
+
+/* An item failed to parse: if the edge of what had arrived may have cut it, wait for the whole document and say
+   so (the caller reads the item again); 0: the failure stands. */
+static int stream_retry(Columns *t, Cursor *c, const char *data) {
+    Stream *s = t->arriving;
+    if (!s || c->end == data + s->total) return 0;
+    if (stream_finish(s) != STREAM_COMPLETE) return 0;
+    c->end = data + s->total;
+    return 1;
+}
+
+/* ---- the document --------------------------------------------------------------------------------------------- */
+
+/* One event (*end: past its last byte) and what follows it: 1 more events, 0 the array closed, -1 not the plain
+   case. */
+static int event_item(Columns *t, Cursor *c, size_t row, const char **end) {
+    if (!read_event(t, c, row)) return -1;
+    *end = c->p;
+    return next_member(c, ']');
+}
+
+/* enter(), and again once the document is whole if what follows the opening stopped at the edge of what had
+   arrived (an empty container's close may be past it). */
+static int enter_whole(Columns *t, Cursor *c, const char *data, char close) {
+    const char *open = c->p;
+    int depth = c->depth, more = enter(c, close);
+    if (more > 0 && c->p == c->end && stream_retry(t, c, data)) {
+        c->p = open;
+        c->depth = depth;
+        more = enter(c, close);
+    }
+    return more;
+}
+
 static int read_events(Columns *t, Cursor *c, const char *data) {
     if (c->p >= c->end || *c->p != '[') return 0;
     size_t row = 0;
-    int more = enter(c, ']');
+    int more = enter_whole(t, c, data, ']');
     while (more > 0) {
-        const char *start = c->p;
-        if (!read_event(t, c, row)) return 0;
+        const char *from = c->p;
+        int depth = c->depth;
+        stream_ahead(t, c, data);
+        skip_ws(c); /* the white space next_member skipped may have stopped at the edge of what had arrived */
+        const char *start = c->p, *end = NULL;
+        more = event_item(t, c, row, &end);
+        if (more < 0 && stream_retry(t, c, data)) { /* read again, whole: same bytes, same codes */
+            c->p = from;
+            c->depth = depth;
+            skip_ws(c);
+            start = c->p;
+            more = event_item(t, c, row, &end);
+        }
+        if (more < 0) return 0;
         AT(t->span, int64_t, 2 * row) = (int64_t)(start - data);
-        AT(t->span, int64_t, 2 * row + 1) = (int64_t)(c->p - data);
+        AT(t->span, int64_t, 2 * row + 1) = (int64_t)(end - data);
         row++;
-        more = next_member(c, ']');
     }
     t->n = row;
     return more == 0;
@@ -337,27 +423,47 @@ static int keep_top(Columns *t, Cursor *c, const char *data, const char *key, si
     return 1;
 }
 
+/* One top-level member and what follows it: 1 more members, 0 the object closed, -1 not the plain case. */
+static int top_item(Columns *t, Cursor *c, const char *data, int *found) {
+    const char *key;
+    size_t klen;
+    int escaped;
+    if (!member_key(c, &key, &klen, &escaped) || escaped) return -1;
+    if (key_is(key, klen, "traceEvents")) {
+        if ((*found)++) return -1; /* twice: the general path's JSON decides which one counts */
+        if (!read_events(t, c, data)) return -1;
+    } else if (!keep_top(t, c, data, key, klen)) {
+        return -1;
+    }
+    return next_member(c, '}');
+}
+
 /* The whole document; returns 1 if it is the plain case. */
 static int scan_document(Columns *t, const char *data, size_t size) {
-    Cursor c = {data, data + size, 0};
+    Cursor c = {data, t->arriving ? data + stream_wait(t->arriving, 3) : data + size, 0};
     int found = 0;
-    if (size >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0) return 0; /* a BOM: the general path decides */
+    if (c.end - data >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0) return 0; /* a BOM: the general path decides */
     skip_ws(&c);
+    if (c.p >= c.end && stream_retry(t, &c, data)) skip_ws(&c);
     if (c.p >= c.end || *c.p != '{') return 0;
-    int more = enter(&c, '}');
+    int more = enter_whole(t, &c, data, '}');
     while (more > 0) {
-        const char *key;
-        size_t klen;
-        int escaped;
-        if (!member_key(&c, &key, &klen, &escaped) || escaped) return 0;
-        if (key_is(key, klen, "traceEvents")) {
-            if (found++) return 0; /* twice: the general path's JSON decides which one counts */
-            if (!read_events(t, &c, data)) return 0;
-        } else if (!keep_top(t, &c, data, key, klen)) {
-            return 0;
+        const char *from = c.p;
+        int depth = c.depth, was_found = found;
+        size_t top = t->top.len;
+        stream_ahead(t, &c, data);
+        skip_ws(&c);
+        more = top_item(t, &c, data, &found);
+        if (more < 0 && stream_retry(t, &c, data)) { /* the member again, whole */
+            c.p = from;
+            c.depth = depth;
+            found = was_found;
+            t->top.len = top;
+            skip_ws(&c);
+            more = top_item(t, &c, data, &found);
         }
-        more = next_member(&c, '}');
     }
+    if (more == 0 && t->arriving && !stream_retry(t, &c, data) && c.end != data + size) return 0;
     skip_ws(&c);
     return more == 0 && found && c.p == c.end;
 }
@@ -439,6 +545,41 @@ static PyObject *value_col(const ValueCol *v, size_t n) {
     return Py_BuildValue("(NN)", bytes_of(&v->kind, n), bytes_of(&v->val, n));
 }
 
+/* The columns as Python objects (None: not the plain case after all); frees nothing. */
+static PyObject *columns_result(Columns *t) {
+    PyObject *result = NULL, *strings = NULL, *raws = NULL;
+    strings = PyList_New((Py_ssize_t)t->strings.count);
+    raws = PyList_New((Py_ssize_t)t->raws.count);
+    if (!strings || !raws) goto done;
+    for (size_t i = 0; i < t->strings.count; i++) {
+        PyObject *s = unescape(t->strings.spans[i].p, t->strings.spans[i].len);
+        if (!s) { /* a lone surrogate: not the plain case */
+            PyErr_Clear();
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        PyList_SET_ITEM(strings, (Py_ssize_t)i, s);
+    }
+    for (size_t i = 0; i < t->raws.count; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(t->raws.spans[i].p, (Py_ssize_t)t->raws.spans[i].len);
+        if (!b) goto done;
+        PyList_SET_ITEM(raws, (Py_ssize_t)i, b);
+    }
+    size_t n = t->n;
+    result = Py_BuildValue(
+        "{sn sN sN sN sN sN sN sN sN sN sN sN sN sN sN sN sO sO}", "n", (Py_ssize_t)n, "ph", bytes_of(&t->ph, n),
+        "name", bytes_of(&t->name, n), "cat", bytes_of(&t->cat, n), "pid", value_col(&t->pid, n), "tid",
+        value_col(&t->tid, n), "correlation", value_col(&t->corr, n), "stream", value_col(&t->stream, n),
+        "arg_name", value_col(&t->argname, n), "input_dims", bytes_of(&t->dims, n), "ts_ns", bytes_of(&t->ts_ns, n),
+        "ts_kind", bytes_of(&t->ts_kind, n), "dur_us", bytes_of(&t->dur, n), "args_kind", bytes_of(&t->args_kind, n),
+        "span", bytes_of(&t->span, 2 * n), "top", bytes_of(&t->top, t->top.len), "strings", strings, "raws", raws);
+done:
+    Py_XDECREF(strings);
+    Py_XDECREF(raws);
+    return result;
+}
+
 PyObject *scan_kineto(PyObject *self, PyObject *arg) {
     (void)self;
     Py_buffer view;
@@ -453,43 +594,52 @@ PyObject *scan_kineto(PyObject *self, PyObject *arg) {
     Py_BEGIN_ALLOW_THREADS
     plain = scan_document(&t, (const char *)view.buf, (size_t)view.len);
     Py_END_ALLOW_THREADS
-    PyObject *result = NULL, *strings = NULL, *raws = NULL;
-    if (!plain) {
-        result = Py_None;
-        Py_INCREF(result);
-        goto done;
-    }
-    strings = PyList_New((Py_ssize_t)t.strings.count);
-    raws = PyList_New((Py_ssize_t)t.raws.count);
-    if (!strings || !raws) goto done;
-    for (size_t i = 0; i < t.strings.count; i++) {
-        PyObject *s = unescape(t.strings.spans[i].p, t.strings.spans[i].len);
-        if (!s) { /* a lone surrogate: not the plain case */
-            PyErr_Clear();
-            result = Py_None;
-            Py_INCREF(result);
-            goto done;
-        }
-        PyList_SET_ITEM(strings, (Py_ssize_t)i, s);
-    }
-    for (size_t i = 0; i < t.raws.count; i++) {
-        PyObject *b = PyBytes_FromStringAndSize(t.raws.spans[i].p, (Py_ssize_t)t.raws.spans[i].len);
-        if (!b) goto done;
-        PyList_SET_ITEM(raws, (Py_ssize_t)i, b);
-    }
-    size_t n = t.n;
-    result = Py_BuildValue(
-        "{sn sN sN sN sN sN sN sN sN sN sN sN sN sN sN sN sO sO}", "n", (Py_ssize_t)n, "ph", bytes_of(&t.ph, n),
-        "name", bytes_of(&t.name, n), "cat", bytes_of(&t.cat, n), "pid", value_col(&t.pid, n), "tid",
-        value_col(&t.tid, n), "correlation", value_col(&t.corr, n), "stream", value_col(&t.stream, n), "arg_name",
-        value_col(&t.argname, n), "input_dims", bytes_of(&t.dims, n), "ts_ns", bytes_of(&t.ts_ns, n), "ts_kind",
-        bytes_of(&t.ts_kind, n), "dur_us", bytes_of(&t.dur, n), "args_kind", bytes_of(&t.args_kind, n), "span",
-        bytes_of(&t.span, 2 * n), "top", bytes_of(&t.top, t.top.len), "strings", strings, "raws", raws);
-done:
-    Py_XDECREF(strings);
-    Py_XDECREF(raws);
+    PyObject *result = plain ? columns_result(&t) : Py_NewRef(Py_None);
     columns_free(&t);
     PyBuffer_Release(&view);
     return result;
 }
 
+Stream *stream_of(PyObject *capsule);
+
+/* scan_stream(stream, margin) -> (data, columns or None) once the stream is complete; None when it was aborted.
+   margin: the bytes asked for ahead of each item (a Kineto event is well under 1 kB; the tests use 0 to cut items
+   at the edge of what has arrived). */
+PyObject *scan_stream(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *capsule;
+    Py_ssize_t margin;
+    if (!PyArg_ParseTuple(args, "On", &capsule, &margin)) return NULL;
+    if (margin < 0) {
+        PyErr_SetString(PyExc_ValueError, "a margin is not negative");
+        return NULL;
+    }
+    Stream *s = stream_of(capsule);
+    if (!s) return NULL;
+    if (s->scanned) {
+        PyErr_SetString(PyExc_ValueError, "a stream is scanned once");
+        return NULL;
+    }
+    s->scanned = 1;
+    s->margin = (size_t)margin;
+    Columns t;
+    if (!columns_init(&t)) {
+        columns_free(&t);
+        return PyErr_NoMemory();
+    }
+    t.arriving = s;
+    int plain, state;
+    Py_BEGIN_ALLOW_THREADS
+    plain = scan_document(&t, s->buf, s->total);
+    state = stream_finish(s); /* the scan may stop early (not the plain case): the bytes are still wanted */
+    Py_END_ALLOW_THREADS
+    PyObject *result;
+    if (state != STREAM_COMPLETE) {
+        result = Py_NewRef(Py_None);
+    } else {
+        PyObject *cols = plain ? columns_result(&t) : Py_NewRef(Py_None);
+        result = cols ? Py_BuildValue("(ON)", s->bytes, cols) : NULL;
+    }
+    columns_free(&t);
+    return result;
+}
