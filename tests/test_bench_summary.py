@@ -39,3 +39,16 @@ def _published() -> dict:
     from atbprof.yamlio import load_data
 
     return load_data((ROOT / "benchmarks" / "serving_published.yaml").read_text())  # type: ignore[no-any-return]
+
+
+def test_the_msmodeling_comparison_is_generated_from_its_results() -> None:
+    """docs/serving.md's table beside msModeling is what benchmarks/msmodeling_serving.json gives, for every case
+    the script runs, both execution modes."""
+    import json
+
+    mod = _summary("compare_msmodeling")
+    page = mod.PAGE.read_text()
+    doc = json.loads(mod.RESULTS.read_text())
+    assert mod.updated(page, doc) == page, "run `python scripts/compare_msmodeling.py`"
+    assert [c["name"] for c in doc["cases"]] == [c["name"] for c in mod.CASES]
+    assert all([v["mode"] for v in c["ours"]] == mod.MODES for c in doc["cases"])

@@ -51,8 +51,8 @@ class RawFramework:
     name: list[str] | pa.Array
     start_ns: np.ndarray
     dur_ns: np.ndarray
-    pid: list[object]  # as the source wrote them (int, or str for some Kineto pseudo-processes)
-    tid: list[object]
+    pid: list[object] | np.ndarray  # as the source wrote them (int, or str for some Kineto pseudo-processes);
+    tid: list[object] | np.ndarray  # an int64 array where every one is an integer
     input_shapes: list[str | None] | pa.Array = field(default_factory=list)
 
 
@@ -163,13 +163,16 @@ def _filter_framework(fw: RawFramework, keep: np.ndarray) -> RawFramework:
             return values.take(pa.array(rows))
         return [values[i] for i in rows.tolist()] if values else values
 
+    def ids(values: list[object] | np.ndarray) -> list[object] | np.ndarray:
+        return values[rows] if isinstance(values, np.ndarray) else list(pick(values))
+
     return RawFramework(
         index=fw.index[rows],
         name=pick(fw.name),
         start_ns=fw.start_ns[rows],
         dur_ns=fw.dur_ns[rows],
-        pid=list(pick(fw.pid)),
-        tid=list(pick(fw.tid)),
+        pid=ids(fw.pid),
+        tid=ids(fw.tid),
         input_shapes=pick(fw.input_shapes),
     )
 
@@ -269,8 +272,10 @@ def _shapes(shapes: list[str | None] | pa.Array, rows: np.ndarray) -> pa.Array:
     return pa.array([shapes[i] for i in rows.tolist()] if shapes else [None] * len(rows), pa.string())
 
 
-def _ids(values: list[object], rows: np.ndarray) -> pa.Array:
+def _ids(values: list[object] | np.ndarray, rows: np.ndarray) -> pa.Array:
     """pid / tid as int64; other spellings (Kineto's "Spans", digits as text) are converted or null."""
+    if isinstance(values, np.ndarray):
+        return pa.array(values[rows], pa.int64())
     kinds = set(map(type, values))
     if kinds <= {int} or kinds == {str}:
         try:  # whole columns: ints, or texts that are all plain integers (old Kineto: "tid": "25738")
@@ -291,23 +296,35 @@ def _int_or_none(value: object) -> int | None:
     return out if -(2**63) <= out < 2**63 else None
 
 
-def _thread_codes(pid: list[object], tid: list[object]) -> np.ndarray:
+def _thread_codes(pid: list[object] | np.ndarray, tid: list[object] | np.ndarray) -> np.ndarray:
     """One code per (pid, tid)."""
-    if pid and set(map(type, pid)) | set(map(type, tid)) <= {int}:
-        try:
-            pid_code = np.unique(np.array(pid, np.int64), return_inverse=True)[1].reshape(-1)
-            tid_uniq, tid_code = np.unique(np.array(tid, np.int64), return_inverse=True)
-            return pid_code.astype(np.int64) * len(tid_uniq) + tid_code.reshape(-1)
-        except OverflowError:  # ids beyond int64: the generic path
-            pass
+    pids, tids = _int_ids(pid), _int_ids(tid)
+    if len(pid) and pids is not None and tids is not None:
+        pid_code = np.unique(pids, return_inverse=True)[1].reshape(-1)
+        tid_uniq, tid_code = np.unique(tids, return_inverse=True)
+        return pid_code.astype(np.int64) * len(tid_uniq) + tid_code.reshape(-1)
     # keyed by text: 25738 and "25738" (old Kineto writes both) are the same thread
     pid_code, tid_code = (pc.dictionary_encode(_id_texts(v)) for v in (pid, tid))
     code = pid_code.indices.to_numpy().astype(np.int64) * len(tid_code.dictionary) + tid_code.indices.to_numpy()
     return np.unique(code, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
-def _id_texts(values: list[object]) -> pa.Array:
+def _int_ids(values: list[object] | np.ndarray) -> np.ndarray | None:
+    """The ids as int64 when every one is an integer that fits (None otherwise)."""
+    if isinstance(values, np.ndarray):
+        return values
+    if not set(map(type, values)) <= {int}:
+        return None
+    try:
+        return np.array(values, np.int64)
+    except OverflowError:  # ids beyond int64: the generic path
+        return None
+
+
+def _id_texts(values: list[object] | np.ndarray) -> pa.Array:
     """str() of each id, by column when the column is all ints or all texts."""
+    if isinstance(values, np.ndarray):
+        return pc.cast(pa.array(values, pa.int64()), pa.string())
     kinds = set(map(type, values))
     try:
         if kinds <= {int}:

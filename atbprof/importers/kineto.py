@@ -65,8 +65,9 @@ def read_kineto(
     # MTIA (HTA reads these as its device events): pe_exe / merge / remote work and dma_request copies; the event
     # record / wait tasks are the command processor's synchronisation
     device |= trace.where("cat", MTIA_CATS) & ~trace.where("name", MTIA_RUNTIME_TASKS)
-    kernels = np.flatnonzero(complete & device).tolist()
-    launches = np.flatnonzero(complete & trace.where("cat", LAUNCH_CATS)).tolist()
+    # row numbers as arrays: the readers index their columns with them (a list would be converted at each call)
+    kernels = np.flatnonzero(complete & device)
+    launches = np.flatnonzero(complete & trace.where("cat", LAUNCH_CATS))
     is_step = complete & trace.where("cat", STEP_CATS)
     is_step &= trace.where_prefix("name", "ProfilerStep#")
     steps: list[tuple[int, int]] = []
@@ -76,22 +77,22 @@ def read_kineto(
             steps.append((i, int(match.group(1))))
         else:
             is_step[i] = False
-    cpu_ops = np.flatnonzero(complete & trace.where("cat", CPU_OP_CATS) & ~is_step).tolist()
-    timed_rows = np.array([*kernels, *cpu_ops, *(s for s, _ in steps)], np.int64)
+    cpu_ops = np.flatnonzero(complete & trace.where("cat", CPU_OP_CATS) & ~is_step)
+    timed_rows = np.concatenate([kernels, cpu_ops, np.array([s for s, _ in steps], np.int64)])
     untimed = timed_rows[~(trace.has_ts[timed_rows] & trace.has_dur[timed_rows])]
     if len(untimed):
         raise trace.fail(int(untimed[0]), "a complete ('X') event needs a 'ts' and a 'dur'")
     ops, launch_meta = _ops(trace, kernels, ts, _launches_by_correlation(trace, launches, ts))
     cpu = (
         None
-        if not framework and kernels
+        if not framework and len(kernels)
         else RawFramework(
-            index=np.array(cpu_ops, np.int64),
+            index=cpu_ops.astype(np.int64),
             name=trace.texts("name", cpu_ops),
-            start_ns=ts[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
-            dur_ns=trace.dur_ns[cpu_ops] if cpu_ops else np.zeros(0, np.int64),
-            pid=trace.take("pid", cpu_ops),
-            tid=trace.take("tid", cpu_ops),
+            start_ns=ts[cpu_ops],
+            dur_ns=trace.dur_ns[cpu_ops],
+            pid=trace.ids("pid", cpu_ops),
+            tid=trace.ids("tid", cpu_ops),
             input_shapes=trace.arg_dims("Input Dims", cpu_ops),
         )
     )
@@ -99,7 +100,7 @@ def read_kineto(
     if steps:
         idx = [i for i, _ in steps]
         frames = RawSteps(np.array([n for _, n in steps], np.int64), ts[idx], trace.dur_ns[idx])
-    elif kernels and (cut := iterations_of(trace, ts, ops)) is not None:
+    elif len(kernels) and (cut := iterations_of(trace, ts, ops)) is not None:
         # a serving loop records no ProfilerStep: its iterations, cut on the device timeline (kineto_steps.py)
         found, device_start = cut
         frames = found.frames
@@ -124,9 +125,9 @@ def read_kineto(
         meta["device_memory_bytes"] = [m for m in memory if isinstance(m, int) and not isinstance(m, bool) and m > 0]
     calls = None
     python = np.flatnonzero(complete & trace.where("cat", ("python_function",)) & trace.has_ts & trace.has_dur)
-    if launches or len(python):
-        rows = np.concatenate([np.array(launches, np.int64), python])
-        names = trace.texts("name", rows.tolist())
+    if len(launches) or len(python):
+        rows = np.concatenate([launches, python])
+        names = trace.texts("name", rows)
         sync = pc.is_in(names.slice(0, len(launches)), pa.array(sorted(sync_calls()))).to_numpy(zero_copy_only=False)
         kinds = [*np.where(np.asarray(sync, bool), "sync", "runtime").tolist(), *(["python"] * len(python))]
         calls = RawHostCalls(kinds, names, ts[rows], np.maximum(trace.dur_ns[rows], 0))
@@ -140,7 +141,7 @@ def sync_calls() -> frozenset[str]:
     return frozenset(yaml.safe_load(text)["sync_calls"])
 
 
-def _launches_by_correlation(trace: TraceEvents, launches: list[int], ts: np.ndarray) -> Launches:
+def _launches_by_correlation(trace: TraceEvents, launches: np.ndarray, ts: np.ndarray) -> Launches:
     """The runtime launches sorted by correlation id (the last one wins on duplicates); args.correlation is a
     number, or digits as text in the old schema."""
     corr = trace.nonneg_int_args("correlation", launches)
@@ -169,7 +170,7 @@ class Launches:
 
 
 def _ops(
-    trace: TraceEvents, kernels: list[int], ts: np.ndarray, launches: Launches
+    trace: TraceEvents, kernels: np.ndarray, ts: np.ndarray, launches: Launches
 ) -> tuple[RawOps, dict[str, object]]:
     """The kernels as op rows, and what their launches were besides plain launches (meta: `graph_launches`,
     `warmup_launches`).
@@ -178,7 +179,7 @@ def _ops(
     torch.compile's reduce-overhead mode, vLLM's and SGLang's decode) is one host cost for all of them: each kernel's
     `host_launch_dur_ns` is its even share of the call, so a graph's launch counts once in every total (not once per
     kernel it replays) and the share that falls on the norms is what norm-related time counts."""
-    if not kernels:
+    if not len(kernels):
         return RawOps.empty(), {}
     names = trace.texts("name", kernels)
     encoded = pc.dictionary_encode(names)  # the names' text work once per distinct name (a few hundred)
@@ -269,13 +270,13 @@ def _warmup_launches(
     return out, {"kernels": int(warm.sum()), "host_ns": int((host_dur[warm] - int(median)).sum())}
 
 
-def _streams(trace: TraceEvents, kernels: list[int]) -> pa.Array:
+def _streams(trace: TraceEvents, kernels: np.ndarray) -> pa.Array:
     """args.stream per kernel; the old schema's tid ("stream 7", or a number) where the arg is missing or odd."""
     stream = trace.nonneg_int_args("stream", kernels)
     odd = np.flatnonzero((stream < 0) | (stream > _INT32_MAX)).tolist()
     if not odd:
         return pa.array(stream, pa.int64())
-    rows = [kernels[j] for j in odd]
+    rows = kernels[odd].tolist()
     out: list[int | None] = stream.tolist()
     for j, s, t in zip(odd, trace.arg_values("stream", rows), trace.take("tid", rows), strict=True):
         out[j] = _stream(s, t)

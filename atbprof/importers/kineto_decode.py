@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.importers.timetext import floats_to_ns, us_to_ns
-from atbprof.importers.trace_events import PHASES, TraceEvents, dims_text
+from atbprof.importers.trace_events import PHASES, Rows, TraceEvents, dims_text
 
 _ABSENT = msgspec.Raw(b"")  # msgspec.Raw cannot be in a union: an empty raw text marks an absent field
 
@@ -111,10 +111,10 @@ def decode_kineto(path: Path, data: bytes) -> TraceEvents | None:
 class StructEvents(TraceEvents):
     """TraceEvents over decoded structs: pid / tid / args are read per row, only for the rows an importer uses."""
 
-    def take(self, field: str, rows: Sequence[int]) -> list[Any]:
+    def take(self, field: str, rows: Rows) -> list[Any]:
         return list(map(attrgetter(field), map(self.events.__getitem__, rows)))
 
-    def arg_values(self, key: str, rows: Sequence[int]) -> list[Any]:
+    def arg_values(self, key: str, rows: Rows) -> list[Any]:
         attr = _ARG_FIELDS[key]
         args = self.take("args", rows)
         if attr == "input_dims":
@@ -123,7 +123,7 @@ class StructEvents(TraceEvents):
             return [_cached(cache, bytes(r), _loads) if len(r) else None for r in raws]
         return [getattr(a, attr) if a is not None else None for a in args]
 
-    def arg_dims(self, key: str, rows: Sequence[int]) -> list[str | None] | pa.Array:
+    def arg_dims(self, key: str, rows: Rows) -> list[str | None] | pa.Array:
         """`dims_texts` of the raw values, computed once per distinct text (shapes repeat across calls)."""
         if key != "Input Dims":
             return super().arg_dims(key, rows)

@@ -10,6 +10,7 @@ again from its bytes on demand.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -22,7 +23,7 @@ import pyarrow as pa
 from atbprof.arrays import distinct
 from atbprof.importers.native import native
 from atbprof.importers.timetext import floats_to_ns
-from atbprof.importers.trace_events import PHASES, TraceEvents, dims_text, int_arg
+from atbprof.importers.trace_events import PHASES, Rows, TraceEvents, dims_text, int_arg
 from atbprof.inputs import INFLATE_ERRORS, gzip_size, inflate_exactly
 
 _K_ABSENT, _K_INT, _K_STR, _K_RAW = range(4)  # the scanner's value kinds
@@ -46,7 +47,7 @@ class _Values:
             return orjson.loads(self._raws[self.val[i]])
         return None
 
-    def many(self, rows: Sequence[int] | np.ndarray) -> list[Any]:
+    def many(self, rows: Rows) -> list[Any]:
         rows = np.asarray(rows, np.int64)
         kind, val = self.kind[rows], self.val[rows]
         if (kind == _K_INT).all():
@@ -209,6 +210,15 @@ def _events(path: Path, data: bytes, cols: dict[str, Any]) -> ScannedEvents | No
     return ScannedEvents.build(path, data, cols, top, dur_ns, has_dur)
 
 
+def _int_text(text: str) -> int | None:
+    """The integer `text` spells exactly as str() writes it, within int64; None for any other text."""
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if str(value) == text and -(2**63) <= value < 2**63 else None
+
+
 def _quads(buf: bytes) -> list[tuple[int, int, int, int]]:
     flat = np.frombuffer(buf, np.int64).tolist()
     return [tuple(flat[i : i + 4]) for i in range(0, len(flat), 4)]
@@ -222,6 +232,8 @@ class ScannedEvents(TraceEvents):
     raws: list[bytes]
     values: dict[str, _Values]
     ph_codes: np.ndarray
+    _texts: pa.Array | None
+    _codes_of: dict[str, list[int]] | None
 
     @classmethod
     def build(
@@ -265,17 +277,50 @@ class ScannedEvents(TraceEvents):
             has_dur,
         )
         self.codes, self.strings, self.raws, self.values, self.ph_codes = codes, strings, raws, values, ph_codes
+        self._texts, self._codes_of = None, None
         return self
 
-    def take(self, field: str, rows: Sequence[int]) -> list[Any]:
+    def _all_texts(self) -> pa.Array:
+        """Every string, then "" (for a missing one, as text_of gives): built once for every `texts` call."""
+        if self._texts is None:
+            self._texts = pa.array([*self.strings, ""], pa.string())
+        return self._texts
+
+    def _codes(self, wanted: set[str]) -> list[int]:
+        """The codes of these strings (a string spelled two ways, with and without escapes, has two)."""
+        if self._codes_of is None:
+            self._codes_of = {}
+            for i, s in enumerate(self.strings):
+                self._codes_of.setdefault(s, []).append(i)
+        return sorted(i for w in wanted for i in self._codes_of.get(w, ()))
+
+    def take(self, field: str, rows: Rows) -> list[Any]:
         if field in ("pid", "tid"):
             return self.values[field].many(rows)
         return super().take(field, rows)
 
-    def texts(self, field: str, rows: Sequence[int]) -> pa.Array:
+    def ids(self, field: str, rows: Rows) -> list[Any] | np.ndarray:
+        """Integers, and texts that spell one as str() would ("25738": old Kineto writes tids so), as int64: the
+        framework table keys threads by text and converts ids to integers, which these agree with."""
+        values = self.values[field]
+        at = np.asarray(rows, np.int64)
+        kind, val = values.kind[at], values.val[at]
+        texts = kind == _K_STR
+        if not (texts | (kind == _K_INT)).all():
+            return values.many(at)
+        if not texts.any():
+            return val
+        codes = distinct(val[texts])
+        spelled = [_int_text(self.strings[c]) for c in codes.tolist()]
+        if None in spelled:
+            return values.many(at)
+        out = val.copy()
+        out[texts] = np.array(spelled, np.int64)[np.searchsorted(codes, val[texts])]
+        return out
+
+    def texts(self, field: str, rows: Rows) -> pa.Array:
         codes = self.codes[field][np.asarray(rows, np.int64)]
-        names = pa.array([*self.strings, ""], pa.string())  # "" for a missing name, as text_of gives
-        return names.take(pa.array(np.where(codes < 0, len(self.strings), codes)))
+        return self._all_texts().take(pa.array(np.where(codes < 0, len(self.strings), codes)))
 
     def text(self, field: str) -> pa.Array:
         if field not in self._text:
@@ -295,21 +340,21 @@ class ScannedEvents(TraceEvents):
         wanted = set(accepted)
         if field == "ph":
             return np.isin(self.ph_codes, [ord(c) for c in wanted if len(c) == 1 and ord(c) < 256])
-        ok = [i for i, s in enumerate(self.strings) if s in wanted]
+        ok = self._codes(wanted)
         return np.isin(self.codes[field], ok) if ok else np.zeros(self.count, bool)
 
-    def arg_values(self, key: str, rows: Sequence[int]) -> list[Any]:
+    def arg_values(self, key: str, rows: Rows) -> list[Any]:
         field = {"correlation": "correlation", "stream": "stream", "name": "arg_name"}.get(key)
         if field is None:
             return super().arg_values(key, rows)
         return self.values[field].many(rows)
 
-    def nonneg_int_args(self, key: str, rows: Sequence[int]) -> np.ndarray:
+    def nonneg_int_args(self, key: str, rows: Rows) -> np.ndarray:
         if key in ("correlation", "stream"):
             return self.values[key].nonneg_ints(np.asarray(rows, np.int64))
         return super().nonneg_int_args(key, rows)
 
-    def arg_dims(self, key: str, rows: Sequence[int]) -> list[str | None] | pa.Array:
+    def arg_dims(self, key: str, rows: Rows) -> list[str | None] | pa.Array:
         if key != "Input Dims":
             return super().arg_dims(key, rows)
         codes = self.codes["input_dims"][np.asarray(rows, np.int64)]
@@ -319,6 +364,15 @@ class ScannedEvents(TraceEvents):
         return pa.array(texts, pa.string()).take(pa.array(codes, mask=codes < 0))
 
 
+_INT_LISTS = re.compile(rb"\[(?:\[(?:-?[0-9]+(?:,-?[0-9]+)*)?\](?:,\[(?:-?[0-9]+(?:,-?[0-9]+)*)?\])*)?\]")
+_NOT_AS_STR = re.compile(rb"-0(?![0-9])")  # "-0": str() of the integer drops the sign
+_JSON_SPACE = bytes.maketrans(b"", b"")
+
+
 def _dims(raw: bytes) -> str | None:
+    """dims_text of a raw Input Dims value; a list of integer lists (nearly all) straight from its bytes."""
+    packed = raw.translate(_JSON_SPACE, b" \t\r\n")
+    if _INT_LISTS.fullmatch(packed) and not _NOT_AS_STR.search(packed):
+        return packed[2:-2].replace(b"],[", b";").decode() if len(packed) > 2 else ""
     value = orjson.loads(raw)
     return dims_text(value) if isinstance(value, str | list) else None

@@ -35,6 +35,15 @@ _NUMERIC_TS_TEXT = re.compile(rb'"ts"\s*:\s*(-?[0-9][0-9.eE+-]*)')
 _KEY_TYPES = (int, str, type(None))  # pid / tid as Chrome traces write them (Kineto: "Spans", "stream 7")
 
 
+Rows = Sequence[int] | np.ndarray
+"""Row numbers: a list, or an integer array (the fast readers index their columns with it as it is)."""
+
+
+def _listed(rows: Rows) -> Sequence[int]:
+    """Row numbers to iterate in Python (an array's own items are slower to index lists with)."""
+    return rows.tolist() if isinstance(rows, np.ndarray) else rows
+
+
 @dataclass
 class TraceEvents:
     """The events of one trace file, one list per field (None where an event lacks it)."""
@@ -56,21 +65,26 @@ class TraceEvents:
     has_dur: np.ndarray
     _text: dict[str, pa.Array] = field(default_factory=dict)
 
-    def take(self, field: str, rows: Sequence[int]) -> list[Any]:
+    def take(self, field: str, rows: Rows) -> list[Any]:
         """pid / tid / name / ... of the given rows."""
         column = getattr(self, field)
-        return [column[i] for i in rows]
+        return [column[i] for i in _listed(rows)]
 
-    def arg_values(self, key: str, rows: Sequence[int]) -> list[Any]:
+    def ids(self, field: str, rows: Rows) -> list[Any] | np.ndarray:
+        """pid / tid of the given rows: an int64 array where a reader knows them all to be integers, else as
+        `take` gives them."""
+        return self.take(field, rows)
+
+    def arg_values(self, key: str, rows: Rows) -> list[Any]:
         """args[key] of each row (None where the event has no args object or no such key)."""
         args = self.args
-        return [a.get(key) if type(a := args[i]) is dict else None for i in rows]
+        return [a.get(key) if type(a := args[i]) is dict else None for i in _listed(rows)]
 
-    def arg_dims(self, key: str, rows: Sequence[int]) -> list[str | None] | pa.Array:
+    def arg_dims(self, key: str, rows: Rows) -> list[str | None] | pa.Array:
         """`dims_texts` of args[key] (framework input shapes) per row."""
         return dims_texts(self.arg_values(key, rows))
 
-    def nonneg_int_args(self, key: str, rows: Sequence[int]) -> np.ndarray:
+    def nonneg_int_args(self, key: str, rows: Rows) -> np.ndarray:
         """`int_arg` of args[key] per row as int64; -1 where there is none or it is negative."""
         values = self.arg_values(key, rows)
         try:
@@ -80,7 +94,7 @@ class TraceEvents:
             arr = np.array([v if v is not None and 0 <= v < 2**63 else -1 for v in ints], np.int64)
         return np.where(arr < 0, -1, arr)
 
-    def texts(self, field: str, rows: Sequence[int]) -> pa.Array:
+    def texts(self, field: str, rows: Rows) -> pa.Array:
         """name / cat of the given rows as text ("" where missing, `str` of a number in a damaged trace)."""
         return pa.array([text_of(v) for v in self.take(field, rows)], pa.string())
 

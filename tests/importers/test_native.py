@@ -68,6 +68,11 @@ _CPU = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts"
         b'"tid": 1, "ts": 5, "dur": 1}], "traceName": "after the events"}',
         _doc([{**_CPU, "ts": 1712195495519689.047, "dur": 0.5}, {**_KERNEL, "ts": 1712195495519690.5}]),
         _doc([{**_CPU, "pid": "Spans", "tid": "25738"}, _KERNEL]),
+        # ids as texts that spell integers (old Kineto), mixed with integers, and texts that do not spell one as
+        # str() writes it: the same threads and ids as the general path gives
+        _doc([{**_CPU, "tid": "25738"}, {**_CPU, "tid": 25738, "ts": 6}, {**_CPU, "tid": "-3", "ts": 7}, _KERNEL]),
+        _doc([{**_CPU, "tid": "007"}, {**_CPU, "tid": "7", "ts": 6}, {**_CPU, "tid": " 7", "ts": 7}]),
+        _doc([{**_CPU, "pid": "12", "tid": "99999999999999999999"}, {**_CPU, "pid": "1_2", "ts": 6}]),
         _doc([{**_KERNEL, "args": {"stream": "7", "correlation": "12"}}, _CPU]),
         _doc([{**_KERNEL, "args": {"stream": -3, "correlation": 1.5}}, {**_KERNEL, "tid": "stream 9", "args": {}}]),
         _doc([{**_KERNEL, "args": None}, {**_KERNEL, "args": [1, 2]}, _CPU]),
@@ -229,3 +234,25 @@ def test_scanned_durations_are_what_a_correctly_rounding_reader_gives(neg: bool,
     cols = native.scan_kineto(b'{"traceEvents": [{"ph": "X", "dur": ' + text.encode() + b"}]}")
     assert cols is not None
     assert np.frombuffer(cols["dur_us"], np.float64)[0].tobytes() == np.float64(float(text)).tobytes()
+
+
+_DIM = st.one_of(st.integers(-3, 3), st.integers(-(2**62), 2**62))
+_DIMS = st.lists(st.lists(_DIM, max_size=4), max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(_DIMS, st.lists(st.one_of(st.lists(st.floats(allow_nan=False, allow_infinity=False)), _DIM)), st.text()),
+    st.sampled_from([(",", ":"), (", ", ": "), (" , ", " : ")]),
+    st.one_of(st.none(), st.integers(0, 2)),
+)
+def test_input_dims_read_from_their_bytes_are_dims_text(
+    value: object, separators: tuple[str, str], indent: int | None
+) -> None:
+    import json
+
+    from atbprof.importers.kineto_scan import _dims
+    from atbprof.importers.trace_events import dims_text
+
+    raw = json.dumps(value, separators=separators, indent=indent).encode()
+    assert _dims(raw) == dims_text(orjson.loads(raw))
