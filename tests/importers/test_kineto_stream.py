@@ -127,6 +127,9 @@ def test_what_the_stream_does_not_serve_is_left_to_the_usual_path(tmp_path: Path
     assert inflate_and_scan(path, one, _is_json, _HEAD) is not None
     assert inflate_and_scan(path, one[:-9], _is_json, _HEAD) is None  # truncated
     assert inflate_and_scan(path, _gz(doc[:100]) + _gz(doc[100:]), _is_json, _HEAD) is None  # two members
+    # two members of one size: the trailer's size is the first member's too, and the head holds all of it
+    small = b'{"traceEvents": [{"ph": "X", "ts": 1}]}'
+    assert inflate_and_scan(path, _gz(small) + _gz(small), _is_json, _HEAD) is None
     for size in (len(doc) - 1, len(doc) + 1):  # a trailer that does not tell the size
         assert inflate_and_scan(path, one[:-4] + size.to_bytes(4, "little"), _is_json, _HEAD) is None
     damaged = bytearray(one)
