@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover
 
 DEFAULT_MAX_INPUT_MB = 4096
 ENV_MAX_INPUT_MB = "ATBPROF_MAX_INPUT_MB"
-_INFLATE_ERRORS = (cast("type[Exception]", zlib.error),)  # isal's IsalError is not an OSError
+INFLATE_ERRORS = (cast("type[Exception]", zlib.error),)  # isal's IsalError is not an OSError
 _KINDS = {
     stat.S_IFIFO: "a FIFO (named pipe)",
     stat.S_IFCHR: "a character device",
@@ -142,9 +142,6 @@ def gzip_size(raw: bytes) -> int | None:
     return size if 0 < size <= bound else None
 
 
-INFLATE_ERRORS = _INFLATE_ERRORS
-
-
 def inflate_exactly(raw: bytes, size: int, piece: int = 256 << 10) -> Iterator[bytes]:
     """The gzip member in `raw`, inflated `piece` compressed bytes at a time, provided it is the only one and
     inflates to exactly `size` bytes; raises ValueError (or one of INFLATE_ERRORS) as soon as it is not so. Never
@@ -204,7 +201,7 @@ def gunzip(raw: bytes, path: Path, limit: int | None = None) -> bytes:
                     "end marker); the copy is incomplete: copy or export it again (`gzip -t` confirms the damage)"
                 )
             data = inflate.unused_data.lstrip(b"\x00")  # members follow; trailing zero padding is allowed
-    except _INFLATE_ERRORS as err:
+    except INFLATE_ERRORS as err:
         raise InputError(
             f"{path}: a damaged or truncated gzip file (corrupt gzip data: {err}); copy or export it again "
             "(`gzip -t` confirms the damage)"

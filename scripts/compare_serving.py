@@ -18,6 +18,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from page_section import replaced, stale  # noqa: E402
+
 PUBLISHED = ROOT / "benchmarks" / "serving_published.yaml"
 RESULTS = ROOT / "benchmarks" / "serving_published.json"
 PAGE = ROOT / "docs" / "serving.md"
@@ -86,10 +90,7 @@ def render(doc: dict[str, Any]) -> str:
 
 
 def updated(page: str, doc: dict[str, Any]) -> str:
-    if BEGIN not in page or END not in page:
-        raise SystemExit(f"{PAGE}: the published comparison's markers are missing")
-    head, rest = page.split(BEGIN, 1)
-    return head + render(doc) + rest.split(END, 1)[1]
+    return replaced(page, BEGIN, END, render(doc), PAGE)
 
 
 def main() -> None:
@@ -98,8 +99,7 @@ def main() -> None:
     args = ap.parse_args()
     page = PAGE.read_text()
     if args.check:
-        if updated(page, json.loads(RESULTS.read_text())) != page:
-            print(f"{PAGE} is not what {RESULTS.name} gives: run python scripts/compare_serving.py", file=sys.stderr)
+        if stale(page, updated(page, json.loads(RESULTS.read_text())), PAGE, RESULTS.name, "compare_serving.py"):
             raise SystemExit(1)
         return
     sys.path.insert(0, str(ROOT))
