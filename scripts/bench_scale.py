@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """`atbprof analyze` of runs from 10 k to 20 M ops: wall time, time per op and peak memory, each in a fresh process.
 
-    python scripts/bench_scale.py                  # 10k, 100k, 1M, 4.1M ops and the 20.5M-op TP8 run
+    python scripts/bench_scale.py                  # 10k, 100k, 1M, 4.1M ops, the 20.5M-op TP8 run, 21M ops
     python scripts/bench_scale.py --only 4m,20m    # a few sizes
 
 The single-device runs are LLaMA-2-7B on 910B2, eager, `fusion none` (the most ops per token), prompt 128, with the
 decode tokens that give the size; the 20.5 M-op run is LLaMA-2-70B TP8 graph mode, 3,150 decode tokens (every
-rank's ops in one ops.parquet: `analyze` reads it as a cluster of 8 ranks). Runs are made once and cached under
+rank's ops in one ops.parquet: `analyze` reads it as a cluster of 8 ranks); the 21.1 M-op run is one device again
+(LLaMA-3-8B, `fusion none`, 12,300 decode tokens over a context stretched twice). Runs are made once and cached under
 .bench-cache/ (no trace). Each size is analysed --repeat times (`--format json`, output discarded); medians of the
 wall time, the largest peak RSS (the process's own from wait4, or its process tree's - pool workers included -
 sampled every 0.1 s, whichever is larger), and the load average before and after are printed.
@@ -34,7 +35,19 @@ SIZES = {  # name -> (config, overrides)
     "1m": ("llama2-7b-910b2.yaml", ["fusion.strategy=none", "workload.prompt_len=128", "workload.decode_tokens=605"]),
     "4m": ("llama2-7b-910b2.yaml", ["fusion.strategy=none", "workload.prompt_len=128", "workload.decode_tokens=2480"]),
     "20m": ("llama2-70b-910b2-tp8.yaml", ["workload.prompt_len=128", "workload.decode_tokens=3150"]),
+    # one device, as many ops: LLaMA-3-8B (LLaMA-2's context is 4,096 tokens) with its context stretched twice
+    "21m": (
+        "llama3-8b-910b2.yaml",
+        [
+            "fusion.strategy=none",
+            "workload.prompt_len=128",
+            "workload.decode_tokens=12300",
+            "model.rope_scaling_factor=2",
+        ],
+    ),
 }
+BIG = ("20m", "21m")
+"""Sizes analysed once per bench (a run takes ~20 s)."""
 
 
 def load() -> str:
@@ -119,9 +132,7 @@ def main() -> None:
         run = make_run(name)
         ops = ops_of(run)
         before = load()
-        runs = [
-            timed([ATBPROF, "analyze", run, "--format", "json"]) for _ in range(1 if name == "20m" else args.repeat)
-        ]
+        runs = [timed([ATBPROF, "analyze", run, "--format", "json"]) for _ in range(1 if name in BIG else args.repeat)]
         wall, rss = statistics.median(w for w, _ in runs), max(r for _, r in runs)
         row = {"size": name, "ops": ops, "wall_s": wall, "us_per_op": wall / ops * 1e6, "peak_mb": rss}
         row["load"] = [before, load()]

@@ -14,11 +14,13 @@ from atbprof.analyze.attribute import attribute
 from atbprof.analyze.categories import norm_symbols
 from atbprof.analyze.charges import launch_latency_ns
 from atbprof.analyze.detect import detect_framework, detect_kernels
+from atbprof.analyze.digest import FindingsDigest
 from atbprof.analyze.graph_edges import edges_for_run, run_config
+from atbprof.analyze.group_sums import GroupSums, group_sums
 from atbprof.analyze.patterns import KINDS, OPPORTUNITY_KINDS, PatternSet, load_patterns
 from atbprof.analyze.report import AnalysisReport, Breakdown, Finding, Occurrence, PhaseCount, Source, WhatIf
-from atbprof.analyze.view import OpView, RowsOf, dict_codes, has_values, int_column
-from atbprof.analyze.whatif import whatif_device_model, whatif_resimulated
+from atbprof.analyze.view import OpView, RowsOf, has_values, int_column
+from atbprof.analyze.whatif import resimulate, whatif_device_model, whatif_resimulated
 from atbprof.arrays import distinct
 from atbprof.fusion.versions import checked_release, for_release, release
 from atbprof.importers.base import Profile, import_warnings
@@ -90,78 +92,35 @@ def _catalogue_of(patterns: PatternSet) -> dict[str, tuple[str, str]]:
 
 
 def _findings(
-    table: pa.Table,
+    sums: list[GroupSums],
     types_of: TypesOf,
     framework: pa.Table | None,
-    breakdown: Breakdown,
-    top: int,
     method: str,
     patterns: PatternSet,
     release: tuple[int, int] | None = None,
 ) -> list[Finding]:
-    if not table.num_rows:
+    if not sums:
         return []
     catalogue = _catalogue_of(patterns)
-    keys = ("level", "kind", "pattern", "fused_as")
-    # one integer group key from the dictionary codes of the key columns (no Python object per occurrence)
-    group = np.zeros(table.num_rows, dtype=np.int64)
-    key_names: list[list[str]] = []
-    for k in keys:
-        codes, names = dict_codes(table.column(k))
-        group = group * (len(names) + 1) + codes
-        key_names.append(names)
-    phase_codes, phase_names = dict_codes(table.column("phase"))
-    phase_names = [*phase_names, "all"]
-    phase_codes = np.where(phase_codes >= 0, phase_codes, len(phase_names) - 1)
-    step = int_column(table, "step")
-    time = table.column("time_ns").to_numpy()
-    kernel, wait = table.column("kernel_ns").to_numpy(), table.column("wait_ns").to_numpy()
-    launch = table.column("launch_ns")
-    launch_np = pc.fill_null(launch, 0).to_numpy()
-    saving = pc.fill_null(table.column("est_saving_ns"), 0.0).to_numpy()
-    device = table.column("device_ns").to_numpy(zero_copy_only=False).astype(float)  # NaN: not known
-    device_kernels = pc.fill_null(table.column("device_kernels"), -1).to_numpy()
-    estimated = np.asarray(table.column("est_saving_ns").is_valid().to_numpy(zero_copy_only=False), bool)
-    steps_of = {p.phase: p.steps for p in breakdown.phases}
-
-    def known_device(rows: np.ndarray) -> bool:
-        return bool(len(rows)) and not np.isnan(device[rows]).any()
-
-    out = []
-    order = np.argsort(group, kind="stable")
-    bounds = np.flatnonzero(np.diff(group[order])) + 1
-    groups = np.split(order, bounds)
-    n_examples = max(min(3, top), 1)
-    # the examples of every finding (its longest occurrences), and the op types of their kernels in one lookup
-    examples_of = [rows[np.argsort(-time[rows], kind="stable")[:n_examples]] for rows in groups]
-    kernel_level = np.asarray(pc.equal(table.column("level"), "kernel").to_numpy(zero_copy_only=False), bool)
-    every = np.concatenate(examples_of) if examples_of else np.zeros(0, np.int64)
-    chosen = every[kernel_level[every]]
-    # the examples' rows in one take: a take per finding gathers the table's chunks every time
-    example_columns = ["op_indices", "step", "phase", "stream_id", "layer", "role", "start_ns", "time_ns"]
-    samples = table.select([*example_columns, "est_saving_ns"]).take(pa.array(every)).to_pylist()
-    sample_at = np.cumsum([0, *(len(b) for b in examples_of)])
-    members = pc.list_flatten(table.column("op_indices").take(pa.array(chosen))).to_numpy() if len(chosen) else []
+    # the op types of the kernel-level examples' kernels in one lookup
+    members = [i for s in sums if s.level == "kernel" for r in s.examples for i in r["op_indices"]]
     kernel_types = types_of(distinct(np.asarray(members, np.int64)))
-    for g, rows in enumerate(groups):
-        head = table.slice(int(rows[0]), 1).to_pylist()[0]
-        level, kind, pattern, fused_as = (head[k] for k in keys)
-        by_phase: dict[str, PhaseCount] = {}
-        for code in distinct(phase_codes[rows]).tolist():
-            sel = rows[phase_codes[rows] == code]
-            ph = phase_names[code]
-            n_steps = steps_of.get(ph) or len(distinct(step[sel])) or 1
-            by_phase[ph] = PhaseCount(
-                count=len(sel),
+    out = []
+    for s in sums:
+        by_phase = {
+            ph: PhaseCount(
+                count=count,
                 steps=n_steps,
-                per_step=round(len(sel) / n_steps, 3),
-                time_us=round(float(time[sel].sum()) / 1e3, 3),
-                est_saving_us=round(float(saving[sel].sum()) / 1e3, 3),
+                per_step=round(count / n_steps, 3),
+                time_us=round(time / 1e3, 3),
+                est_saving_us=round(saved / 1e3, 3),
             )
+            for ph, count, n_steps, time, saved in s.by_phase
+        }
         examples = []
-        for r in samples[sample_at[g] : sample_at[g + 1]]:
+        for r in s.examples:
             ix = r["op_indices"]
-            types = [kernel_types.get(i, "?") for i in ix] if level == "kernel" else _framework_names(framework, ix)
+            types = [kernel_types.get(i, "?") for i in ix] if s.level == "kernel" else _framework_names(framework, ix)
             examples.append(
                 Occurrence(
                     step=r["step"],
@@ -176,39 +135,37 @@ def _findings(
                     est_saving_us=None if r["est_saving_ns"] is None else round(r["est_saving_ns"] / 1e3, 3),
                 )
             )
-        has_launch = launch.null_count < len(launch)
+        kind, level, pattern, fused_as = s.kind, s.level, s.pattern, s.fused_as
         call = catalogue[pattern][1] if pattern in catalogue else _API_HINT.get(kind)
         if kind in OPPORTUNITY_KINDS and level == "kernel":  # the names the profile's CANN release uses
             fused_as, call = for_release(fused_as, call, release)
         out.append(
             Finding(
-                kind=kind,
-                level=level,
+                kind=kind,  # type: ignore[arg-type]  # the detector's names: Finding checks them
+                level=level,  # type: ignore[arg-type]
                 pattern=pattern,
                 fused_as=fused_as,
-                rule=head["rule"],
+                rule=s.rule,
                 fusion=catalogue[pattern][0] if pattern in catalogue else None,
                 api=call if kind in OPPORTUNITY_KINDS else None,
                 opportunity=kind in OPPORTUNITY_KINDS,
-                count=len(rows),
-                time_us=round(float(time[rows].sum()) / 1e3, 3),
+                count=s.count,
+                time_us=round(s.time_ns / 1e3, 3),
                 # framework level: the device time of the kernels the calls launched, the host time apart
-                kernel_us=round(float(device[rows].sum() if known_device(rows) else kernel[rows].sum()) / 1e3, 3),
-                host_us=round(float(kernel[rows].sum()) / 1e3, 3) if level == "framework" else None,
-                device_kernels=int(device_kernels[rows].sum()) if known_device(rows) else None,
-                wait_us=round(float(wait[rows].sum()) / 1e3, 3),
-                launch_us=round(float(launch_np[rows].sum()) / 1e3, 3) if has_launch else None,
-                est_saving_us=round(float(saving[rows].sum()) / 1e3, 3)
-                if estimated[rows].any() or kind not in OPPORTUNITY_KINDS
-                else None,
+                kernel_us=round(s.kernel_ns / 1e3, 3),
+                host_us=round(s.host_ns / 1e3, 3) if level == "framework" else None,
+                device_kernels=s.device_kernels,
+                wait_us=round(s.wait_ns / 1e3, 3),
+                launch_us=round(s.launch_ns / 1e3, 3) if s.launch_ns is not None else None,
+                est_saving_us=round(s.saving_ns / 1e3, 3) if s.saving_ns is not None else None,
                 est_method=(
                     (method if level == "kernel" or method.startswith("measured") else FRAMEWORK_METHOD)
-                    if estimated[rows].any()
+                    if s.estimated
                     else "not estimated: no device model of this device, and the trace alone does not say"
                 )
                 if kind in OPPORTUNITY_KINDS
                 else "already fused",
-                evidence=head["evidence"],
+                evidence=s.evidence,
                 by_phase=by_phase,
                 examples=examples,
             )
@@ -446,7 +403,7 @@ def profile_notes(profile: Profile, cann_version: str | None) -> tuple[list[str]
 def report_of(
     profile: Profile,
     patterns: PatternSet,
-    found: pa.Table,
+    found: pa.Table | FindingsDigest,
     breakdown: Breakdown,
     facts: TableFacts,
     notes: list[str],
@@ -455,8 +412,10 @@ def report_of(
     whatif: bool,
     has_graph: bool,
 ) -> AnalysisReport:
-    """The report from the findings (FINDINGS_SCHEMA) and the breakdown of a profile's table, held whole or
-    analysed in parts (analyze/chunked.py)."""
+    """The report from the findings and the breakdown of a profile's table: the findings' occurrences
+    (FINDINGS_SCHEMA) of a table held whole, or the digest of those of a run analysed in parts (analyze/chunked.py,
+    whose report then holds no occurrences)."""
+    digest = found if isinstance(found, FindingsDigest) else None
     meta = profile.meta
     ours = profile.kind == "atbprof-run"
     ran_on = _not_ascend(profile)
@@ -467,7 +426,13 @@ def report_of(
     if not whatif:
         wi = _not_estimated("what-if not requested", breakdown.span_us)
     elif cfg is not None and isinstance(summary, dict):
-        found, wi = whatif_resimulated(found, cfg, summary, breakdown.span_us)
+        if digest is not None:
+            wi, shares = resimulate(digest.rule_facts(), cfg, summary, breakdown.span_us)
+            digest.estimated(shares)
+        else:
+            found, wi = whatif_resimulated(found, cfg, summary, breakdown.span_us)
+    elif digest is not None:
+        raise AssertionError("a run read in parts has its config and summary: it is re-simulated")
     elif ran_on is not None:
         # the device model is Ascend's: a GPU / MTIA trace's saving is measured from the trace itself instead
         from atbprof.analyze.whatif_trace import whatif_from_trace
@@ -494,9 +459,8 @@ def report_of(
         "trace": "measured from the trace (host time removed, capped by the device's idle time)",
         "none": "not estimated",
     }
-    findings = _findings(
-        found, facts.types_of, profile.framework, breakdown, top, method[wi.method], patterns, on_release
-    )
+    sums = digest.group_sums(breakdown) if digest is not None else group_sums(found, breakdown, top)
+    findings = _findings(sums, facts.types_of, profile.framework, method[wi.method], patterns, on_release)
     if profile.kind == "kineto":  # a CPU/CUDA torch trace: name the portable fused API first
         findings = [
             f.model_copy(update={"fused_as": f"{_PORTABLE[f.fused_as]} ({f.fused_as} on Ascend)"})
@@ -543,7 +507,7 @@ def report_of(
         numerics=parse_report(meta["numerics"], f"{profile.source}: run.json numerics")
         if ours and meta.get("numerics") is not None
         else None,
-        occurrences=found,
+        occurrences=found if digest is None else None,
     )
 
 

@@ -1,6 +1,6 @@
 """A large run of ours analysed in parts of whole steps: memory bounded by a part, not by the run.
 
-A run of more than CHUNKED_FROM ops (~524 k) is read from ops.parquet in parts of about CHUNK_OPS ops (~262 k) that
+A run of more than CHUNKED_FROM ops (~524 k) is read from ops.parquet in parts of about CHUNK_OPS ops (~131 k) that
 hold whole steps (`atbprof run` writes a device's ops step by step, row group by row group;
 optable/schema.step_chunks). Each part gets its view, its kernel findings (detect_parts: keyed, so the parts'
 findings concatenate in the order the whole table's would have) and its attribution sums (attribute_totals: whole
@@ -9,8 +9,9 @@ streams of every part: whether the run's graph describes the ops (its edges then
 patterns match across streams. The report is then built as for a table held whole (analyze/api.report_of): the
 same report, byte for byte (tests/analyze/test_chunked.py).
 
-What stays held: one part's table and its derived arrays, the findings' occurrences (the report's `to_arrow()`,
-~330 bytes per occurrence), and the sums (per phase x op type).
+What stays held: one part's table and its derived arrays, and the sums: of the attribution (per phase x op type)
+and of the findings (analyze/digest.py: per finding, phase and rule, with its longest occurrences; the occurrences
+themselves, ~300 bytes each held as a table, are not kept, so the report has no `to_arrow()` table).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from atbprof.analyze.api import TableFacts, has_norm_ops, profile_notes, report_
 from atbprof.analyze.attribute import attribute_totals, breakdown_of, merge_totals
 from atbprof.analyze.charges import launch_latency_ns
 from atbprof.analyze.detect import detect_parts, merge_wanted
+from atbprof.analyze.digest import FindingsDigest
 from atbprof.analyze.graph_edges import edges_match, graph_edges, run_config
 from atbprof.analyze.patterns import PatternSet, load_patterns
 from atbprof.analyze.report import FINDINGS_SCHEMA, AnalysisReport
@@ -35,9 +37,11 @@ from atbprof.arrays import distinct
 from atbprof.errors import AtbprofError, InputError
 from atbprof.importers.base import Profile
 
-CHUNK_OPS = 1 << 18
-"""Ops per part (~262 k). Measured on the 4.1 M-op run (scripts/bench_scale.py, peak RSS): 2^19 -> 1.02-1.12 GB,
-2^18 -> 0.93 GB, 2^17 -> 0.94 GB (what is left is the occurrences and the process); time the same."""
+CHUNK_OPS = 1 << 17
+"""Ops per part (~131 k). Measured on the 4.1 M-op run, in process (peak RSS, wall): 2^16 -> 400 MB, 5.5 s;
+2^17 -> 486 MB, 4.8 s; 2^18 -> 583 MB, 4.5 s; 2^19 -> 782 MB, 4.5 s: the parts' fixed costs against one part's
+arrays (what else is held does not grow with the run). The 20.5 M-op TP8 run, whole process: 2^16 -> 935 MiB,
+22.7 s; 2^17 -> 980 MiB, 21.6 s; 2^18 -> 1,093 MiB, 22.6 s (its ranks' what-if and cluster tables come on top)."""
 
 CHUNKED_FROM = 1 << 19
 """Runs of more ops than this (~524 k) are analysed in parts; smaller ones whole, in one pass. Measured on the
@@ -182,20 +186,18 @@ def analyze_run_in_parts(
     rec = survey.recorded
     flags = (rec["role"], rec["host_launch_start_ns"] and rec["host_launch_dur_ns"], rec["bound"])
     latency = launch_latency_ns(meta)
-    found_parts: dict[tuple[int, int], list[pa.Table]] = {}
+    digest = FindingsDigest(top)  # the findings summed part by part, not held
     totals = []
-    for part in parts(columns, verify=True):
+    for index, part in enumerate(parts(columns, verify=True)):
         view = OpView.build(part)
         found_here = detect_parts(part, patterns, edges, view, merge)
         for key, table in found_here:
-            found_parts.setdefault(key, []).append(table)
+            digest.add(key, index, table)
         part_found = pa.concat_tables([t for _, t in found_here]) if found_here else FINDINGS_SCHEMA.empty_table()
         totals.append(
             attribute_totals(part, profile.steps, part_found, patterns, latency, view, profile.step_frames, flags=flags)
         )
         del view, part, part_found, found_here  # the next part's arrays replace these, not add to them
-    tables = [t for key in sorted(found_parts) for t in found_parts[key]]
-    found = pa.concat_tables(tables) if tables else FINDINGS_SCHEMA.empty_table()
     breakdown = breakdown_of(merge_totals(totals), top, latency)
     facts = TableFacts(
         ops=survey.ops,
@@ -205,7 +207,7 @@ def analyze_run_in_parts(
         has_shapes=rec["input_shapes"],
         types_of=lambda wanted: _types_of(parts(("op_index", "op_type")), wanted),
     )
-    return report_of(profile, patterns, found, breakdown, facts, notes, on_release, top, whatif, edges is not None)
+    return report_of(profile, patterns, digest, breakdown, facts, notes, on_release, top, whatif, edges is not None)
 
 
 def _survey(parts: Iterator[pa.Table], edges: pa.Table | None) -> _Survey:

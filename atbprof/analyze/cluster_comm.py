@@ -19,13 +19,11 @@ SLOW_LINK_MIN_MB = 1.0
 
 def op_table(cluster: Cluster) -> pa.Table:
     """Per rank and op: count over steps and summed times (ms); with its transit size and time per transport."""
-    ops = cluster.ops.group_by(["rank", "section", "name", "group"], use_threads=False).aggregate(
-        [("step", "count"), ("elapse_ms", "sum"), ("transit_ms", "sum"), ("wait_ms", "sum"), ("idle_ms", "sum")]
-    )
+    ops = cluster.op_sums  # summed as the cluster was read (importers/cluster_ops.py)
     ops = ops.rename_columns([n.removesuffix("_sum") for n in ops.column_names])
-    return ops.rename_columns([{"step_count": "count"}.get(n, n) for n in ops.column_names]).sort_by(
-        [("rank", "ascending"), ("name", "ascending")]
-    )
+    # every key in the order: a hash group-by's output order is its own (ranks summed apart give another)
+    keys = [("rank", "ascending"), ("name", "ascending"), ("section", "ascending"), ("group", "ascending")]
+    return ops.rename_columns([{"step_count": "count"}.get(n, n) for n in ops.column_names]).sort_by(keys)
 
 
 def bandwidth_table(cluster: Cluster) -> pa.Table:
@@ -65,14 +63,12 @@ def slow_links(matrix: pa.Table) -> pa.Table:
 def waited_for(cluster: Cluster) -> dict[int, int]:
     """Per rank: how many collectives (op, communicator, step) it was the one the others waited for (it waited
     least; only collectives with two or more ranks in the cluster)."""
-    ops = cluster.ops.filter(pc.equal(cluster.ops.column("section"), "collective"))
-    if ops.num_rows == 0:
+    c = cluster.collectives
+    if not len(c.rank):
         return {}
     # vectorised (a large cluster has millions of op rows): sort by collective, then wait; per collective the
     # first row waited least, and counts when it waited strictly less than the second
-    ids = _collective_ids(ops)
-    wait = ops.column("wait_ms").fill_null(0.0).to_numpy(zero_copy_only=False)
-    rank = ops.column("rank").to_numpy(zero_copy_only=False)
+    ids, wait, rank = c.ids(), c.wait_ms, c.rank
     order = np.lexsort((rank, wait, ids))
     ids, wait, rank = ids[order], wait[order], rank[order]
     first = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
@@ -81,29 +77,3 @@ def waited_for(cluster: Cluster) -> dict[int, int]:
     clear = multi[wait[multi] < wait[multi + 1]]  # ties: nobody was waited for
     winners, counts = np.unique(rank[clear], return_counts=True)
     return {int(r): int(c) for r, c in zip(winners.tolist(), counts.tolist(), strict=True)}
-
-
-def _collective_ids(ops: pa.Table) -> np.ndarray:
-    """An integer per op row, equal for the rows of one collective (step, name, communicator; a null name or
-    communicator as ""): from each column's codes, not a string per row."""
-    step = ops.column("step")
-    lo = pc.min(step).as_py()
-    step_code = np.zeros(ops.num_rows, np.int64)  # 0: no step
-    if lo is not None:
-        step_code = pc.fill_null(pc.subtract(pc.cast(step, pa.int64()), lo - 1), 0).to_numpy(zero_copy_only=False)
-    codes = [step_code]
-    sizes = [int(step_code.max(initial=0)) + 1]
-    for name in ("name", "group"):
-        coded = pc.dictionary_encode(ops.column(name).fill_null("").combine_chunks())
-        codes.append(coded.indices.to_numpy(zero_copy_only=False).astype(np.int64))
-        sizes.append(max(len(coded.dictionary), 1))
-    if sizes[0] * sizes[1] * sizes[2] >= 1 << 62:  # not one int64: the rows of a collective share a string
-        return pc.dictionary_encode(
-            pc.binary_join_element_wise(
-                pc.cast(step, pa.string()).fill_null(""),
-                ops.column("name").fill_null(""),
-                ops.column("group").fill_null(""),
-                "\x1f",
-            ).combine_chunks()
-        ).indices.to_numpy(zero_copy_only=False)
-    return (codes[0] * sizes[1] + codes[1]) * sizes[2] + codes[2]

@@ -134,7 +134,7 @@ def analyze_cluster_path(
                 f"--tables: {path} is a run of ours (its tables are its ops.parquet); export it with "
                 "`atbprof export RUN --to ascend-pt` and analyze the export to get per-rank tables"
             )
-        run = load_cluster(path)
+        run = load_cluster(path, rows=trace is not None)  # the op rows only where the trace draws them
         pooled = _pooled_rank_findings(run, workers, top, patterns_file, cann_version) if findings else None
         done = analyze_cluster(
             run,

@@ -272,7 +272,11 @@ class AnalysisReport(_M):
     numerics: NumericsReport | None = Field(
         default=None, description="our runs made with --numerics: the run's numerics report (atbprof.numerics/1)"
     )
-    occurrences: pa.Table = Field(exclude=True, description="FINDINGS_SCHEMA: every occurrence, not in the JSON")
+    occurrences: pa.Table | None = Field(
+        exclude=True,
+        description="FINDINGS_SCHEMA: every occurrence, not in the JSON; None for a run analysed in parts (the "
+        "command's reading of a large run: its occurrences are summed as they come, not kept)",
+    )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract of `atbprof analyze --format json`; `numerics` only for runs made with it."""
@@ -280,4 +284,11 @@ class AnalysisReport(_M):
 
     def to_arrow(self) -> pa.Table:
         """Every occurrence of every finding (FINDINGS_SCHEMA), not only the examples the JSON lists."""
+        if self.occurrences is None:
+            from atbprof.errors import UsageError
+
+            raise UsageError(
+                f"{self.source.path}: analysed in parts (a large run), its occurrences summed as they came and not "
+                "kept; atbprof.analyze(path) reads the run whole and keeps them"
+            )
         return self.occurrences

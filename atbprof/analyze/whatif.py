@@ -6,6 +6,7 @@ Pure: returns a new findings table with `est_fused_ns` / `est_saving_ns` filled,
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from atbprof.analyze.patterns import OPPORTUNITY_KINDS
 from atbprof.analyze.replay import replay_savings
 from atbprof.analyze.report import WhatIf, WhatIfStep
 from atbprof.analyze.view import OpView, RowsOf, dict_codes
+from atbprof.arrays import distinct
 
 if TYPE_CHECKING:
     from atbprof.config.models import RunConfig
@@ -87,21 +89,49 @@ def _latency(cfg: RunConfig) -> dict[str, Any]:
     return copy.deepcopy(_LATENCIES[key])
 
 
-def whatif_resimulated(
-    findings: pa.Table, cfg: RunConfig, before: dict[str, object], span_us: float
-) -> tuple[pa.Table, WhatIf]:
-    """Runs of ours: `before` is run.json's summary (the measured run); one re-simulation per rule involved."""
+@dataclass(frozen=True)
+class RuleFacts:
+    """What the findings say of the simulator's fusion rules: the rules of kernel-level opportunities (the rows the
+    re-simulation prices), those of them with an unfused_op finding, and the kinds of each rule's rows."""
+
+    rules: frozenset[str]
+    unfused: frozenset[str]
+    kinds: dict[str, frozenset[str]]
+
+
+def priced(level: str, kind: str) -> bool:
+    """Rows the re-simulation prices: kernel-level opportunities (`counted` of them, at kernel level)."""
+    return level == "kernel" and kind in OPPORTUNITY_KINDS
+
+
+def rule_facts(findings: pa.Table) -> RuleFacts:
+    use = counted(findings) & _equals(findings, "level", "kernel")
+    rule_codes, rule_names = dict_codes(findings.column("rule"))
+    kind_codes, kind_names = dict_codes(findings.column("kind"))
+    rules, unfused, kinds = set(), set(), {}
+    for r, name in enumerate(rule_names):
+        rows = use & (rule_codes == r)
+        if name and rows.any():
+            rules.add(name)
+            kinds[name] = frozenset(kind_names[k] for k in distinct(kind_codes[rows]).tolist())
+            if "unfused_op" in kinds[name]:
+                unfused.add(name)
+    return RuleFacts(frozenset(rules), frozenset(unfused), kinds)
+
+
+def resimulate(
+    facts: RuleFacts, cfg: RunConfig, before: dict[str, object], span_us: float
+) -> tuple[WhatIf, list[tuple[str, dict[str, float]]]]:
+    """Runs of ours: `before` is run.json's summary (the measured run); one re-simulation per rule involved, in
+    order. Returns the WhatIf and, per rule re-simulated, what each phase saved (ns, as the phase's total: its
+    findings share it by their time)."""
     from atbprof.fusion import load_rules
 
     rules_in_order = list(load_rules(cfg.fusion.rules_file).rules)
-    use = counted(findings) & _equals(findings, "level", "kernel")
-    rule_codes, rule_names = dict_codes(findings.column("rule"))  # the column coded once, not compared per rule
-    rule_of = {r: rule_codes == (rule_names.index(r) if r in rule_names else -2) for r in rules_in_order if r}
-    wanted = [r for r in rules_in_order if r and (use & rule_of[r]).any()]
+    wanted = [r for r in rules_in_order if r and r in facts.rules]
     # the norm fusions first (seed 000's comparison: the baseline with them on is its lnfused run), then the rest
     # of the catalogue, each in rule order
-    other = _equals(findings, "kind", "unfused_op")
-    wanted.sort(key=lambda r: bool((use & rule_of[r] & other).any()))
+    wanted.sort(key=lambda r: r in facts.unfused)
     n_dec = int(before.get("decode_steps", 0))  # type: ignore[call-overload]
 
     def total_us(s: dict[str, object]) -> float:
@@ -109,12 +139,8 @@ def whatif_resimulated(
 
     prev = total_us(before)
     prev_phase = {"prefill": float(before["ttft_ms"]), "decode": float(before["decode_ms_per_token"]) * n_dec}  # type: ignore[arg-type]
-    phase_is = {ph: _equals(findings, "phase", ph) for ph in ("prefill", "decode")}
-    kind_col = findings.column("kind")
-    saving = np.full(findings.num_rows, np.nan)
-    saving[~use & ~_is_in(kind_col, list(OPPORTUNITY_KINDS))] = 0.0
-    time = findings.column("time_ns").to_numpy().astype(float)
     steps: list[WhatIfStep] = []
+    shares: list[tuple[str, dict[str, float]]] = []
     enabled: list[str] = list(cfg.fusion.enable)
     after_tok = before.get("decode_ms_per_token")
     for rule in wanted:
@@ -125,15 +151,10 @@ def whatif_resimulated(
         )
         s = _latency(cfg.model_copy(update={"fusion": fusion}))
         now = total_us(s)
-        rows = use & rule_of[rule]
         saved = prev - now
         now_phase = {"prefill": float(s["ttft_ms"]), "decode": float(s["decode_ms_per_token"]) * n_dec}
         # the re-simulation says what each phase saved; within a phase, findings share it by their time
-        for ph in ("prefill", "decode"):
-            sel = rows & phase_is[ph]
-            saving[sel] = (prev_phase[ph] - now_phase[ph]) * 1e6 * time[sel] / max(float(time[sel].sum()), 1.0)
-        rest = rows & ~phase_is["prefill"] & ~phase_is["decode"]
-        saving[rest] = 0.0
+        shares.append((rule, {ph: (prev_phase[ph] - now_phase[ph]) * 1e6 for ph in ("prefill", "decode")}))
         prev_phase = now_phase
         fired = {ph: int(v.get(rule, 0)) for ph, v in s["fusion_fired"].items()}
         notes = [f"{why}" for r, why in s["fusion_disabled"].items() if r.startswith(rule)]
@@ -142,10 +163,9 @@ def whatif_resimulated(
             for nm in s["near_misses"]
             if nm["rule"] == rule
         ]
-        kinds = sorted({str(k) for k in pc.unique(kind_col.filter(pa.array(rows))).to_pylist()})
         steps.append(
             WhatIfStep(
-                kinds=kinds,
+                kinds=sorted(facts.kinds[rule]),
                 rules=list(enabled),
                 span_us=round(now, 3),
                 ttft_ms=s["ttft_ms"],
@@ -169,7 +189,33 @@ def whatif_resimulated(
         decode_ms_per_token_after=after_tok if n_dec else None,  # type: ignore[arg-type]
         steps=steps,
     )
-    return _with_estimates(findings, np.full(findings.num_rows, np.nan), saving), result
+    return result, shares
+
+
+def whatif_resimulated(
+    findings: pa.Table, cfg: RunConfig, before: dict[str, object], span_us: float
+) -> tuple[pa.Table, WhatIf]:
+    """Runs of ours: `before` is run.json's summary (the measured run); one re-simulation per rule involved."""
+    result, shares = resimulate(rule_facts(findings), cfg, before, span_us)
+    return _with_estimates(findings, np.full(findings.num_rows, np.nan), resimulated_savings(findings, shares)), result
+
+
+def resimulated_savings(findings: pa.Table, shares: list[tuple[str, dict[str, float]]]) -> np.ndarray:
+    """Per row, its share of what its rule's re-simulation saved its phase (by its time among the phase's priced
+    rows of that rule); 0 for rows that are not opportunities, NaN for opportunities not priced."""
+    use = counted(findings) & _equals(findings, "level", "kernel")
+    rule_codes, rule_names = dict_codes(findings.column("rule"))  # the column coded once, not compared per rule
+    phase_is = {ph: _equals(findings, "phase", ph) for ph in ("prefill", "decode")}
+    saving = np.full(findings.num_rows, np.nan)
+    saving[~use & ~_is_in(findings.column("kind"), list(OPPORTUNITY_KINDS))] = 0.0
+    time = findings.column("time_ns").to_numpy().astype(float)
+    for rule, saved in shares:
+        rows = use & (rule_codes == (rule_names.index(rule) if rule in rule_names else -2))
+        for ph in ("prefill", "decode"):
+            sel = rows & phase_is[ph]
+            saving[sel] = saved[ph] * time[sel] / max(float(time[sel].sum()), 1.0)
+        saving[rows & ~phase_is["prefill"] & ~phase_is["decode"]] = 0.0
+    return saving
 
 
 def _dtype(text: object) -> str:

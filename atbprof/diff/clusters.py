@@ -40,8 +40,8 @@ def diff_cluster_paths(base: Path, new: Path, threshold_pct: float = 1.0) -> Clu
                 f"{p}: not a cluster, but {other} is: diff compares a cluster with a cluster (a directory of rank "
                 "profiles, or a multi-device run of ours), or one profile with another"
             )
-    a = analyze_cluster(load_cluster(base), findings=False)
-    b = analyze_cluster(load_cluster(new), findings=False)
+    a = analyze_cluster(load_cluster(base, rows=False), findings=False)
+    b = analyze_cluster(load_cluster(new, rows=False), findings=False)
     return diff_clusters(a, b, threshold_pct)
 
 

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +36,9 @@ from atbprof.importers.cluster_tables import (
 )
 from atbprof.importers.ours import is_run_dir
 from atbprof.importers.run_doc import read_run_doc
+
+if TYPE_CHECKING:
+    from atbprof.importers.cluster_ops import OpsReducer
 
 __all__ = ["STEP_COLUMNS", "Cluster", "RankProfile", "is_cluster", "load_cluster", "rank_dirs"]
 
@@ -70,15 +73,17 @@ def is_cluster(path: Path) -> bool:
     return not is_ascend_pt(path) and len(rank_dirs(path)) >= 2
 
 
-def _load_run(path: Path) -> Cluster:
+def _load_run(path: Path, keep_rows: bool = True) -> Cluster:
     """A run of ours on several devices, each rank as its `--to ascend-pt` export would hold it (step split,
-    communication.json, communication_matrix.json, parallel groups), computed from ops.parquet without writing."""
+    communication.json, communication_matrix.json, parallel groups), computed from ops.parquet without writing.
+    `keep_rows` False: the communication op rows are reduced rank by rank and not kept (Cluster.ops empty)."""
     from atbprof.export import cluster as export
     from atbprof.export.cluster_columns import communication_tables
     from atbprof.export.common import load_run
     from atbprof.export.tables import StepComputing
     from atbprof.export.timeline import BusyTracker
     from atbprof.heap import release_freed
+    from atbprof.importers.cluster_ops import OpsReducer
 
     source = load_run(path)
     per_rank = source.rank_rows()
@@ -86,6 +91,7 @@ def _load_run(path: Path) -> Cluster:
     ranks: list[RankProfile] = []
     step_rows: list[dict[str, Any]] = []
     tables: dict[str, list[pa.Table]] = {"ops": [], "bandwidth": [], "links": []}
+    reducer = OpsReducer()
     for rank in range(source.devices):
         view = source.for_rank(rank, per_rank.get(rank, 0))
         computing, tracker, comm = StepComputing(), BusyTracker(), []
@@ -105,13 +111,17 @@ def _load_run(path: Path) -> Cluster:
         ops, bandwidth, links = columns
         ranks.append(RankProfile(rank, path, None, True, groups, communicators, "atbprof run", run=True))
         step_rows += steps
-        for key, table in (("ops", ops), ("bandwidth", bandwidth), ("links", links)):
+        reducer.add(ops)
+        kept = ops if keep_rows else ops.schema.empty_table()
+        # a rank's bandwidth rows (one per op, transport and step: ~60 MB a rank at 20 M ops) summed over steps now
+        for key, table in (("ops", kept), ("bandwidth", sum_bandwidth(bandwidth)), ("links", links)):
             tables[key].append(table)
-        del view, computing, tracker, rows, columns, ops, bandwidth, links
+        del view, computing, tracker, rows, columns, ops, kept, bandwidth, links
         release_freed()  # each rank's transient arrays would stack on what the last one freed
     tables["steps"] = [pa.Table.from_pylist(step_rows, schema=STEPS_SCHEMA)]
     parallel = {**export.parallel_of(source), "world": source.devices}
-    cluster = _reduce(path, ranks, tables, parallel, warnings)
+    cluster = _reduce(path, ranks, tables, parallel, warnings, reducer=reducer, summed=("bandwidth",))
+    del source, tables, reducer  # the run's reader and the per-rank tables: freed before what they held is handed back
     release_freed()
     return cluster
 
@@ -179,7 +189,8 @@ def _captures(parts: list[RankPart], warnings: list[str]) -> list[RankPart]:
 def _infer_communicators(
     ranks: list[RankProfile], ops: pa.Table, links: pa.Table, warnings: list[str]
 ) -> dict[str, list[int]]:
-    """Every rank's recorded communicators, and for one that none records the sorted ranks reporting it."""
+    """Every rank's recorded communicators, and for one that none records the sorted ranks reporting it (`ops`:
+    the op rows or their sums, which have the same (group, rank) pairs)."""
     known: dict[str, list[int]] = {}
     for r in ranks:
         known.update(r.communicators)
@@ -206,21 +217,32 @@ def _reduce(
     parallel: dict[str, int],
     warnings: list[str],
     per_rank: bool = False,
+    reducer: OpsReducer | None = None,
+    summed: tuple[str, ...] = (),
 ) -> Cluster:
     """The cluster from its ranks' tables (in memory, or per-rank Parquet under a directory); `per_rank`: the
-    in-memory tables are reduced rank by rank, as those read from Parquet are."""
+    in-memory tables are reduced rank by rank, as those read from Parquet are; `summed`: in-memory tables already
+    reduced rank by rank as they were made; `reducer`: the op rows already reduced rank by rank (else they are
+    reduced here, from the op table)."""
+    from atbprof.importers.cluster_ops import OpsReducer
 
     def table(name: str) -> pa.Table:
         schema, reduce = RANK_TABLE_SCHEMAS[name], (sum_bandwidth if name == "bandwidth" else None)
         if isinstance(tables, Path):
             return read_parts(tables, name, schema, reduce)
+        if name in summed:
+            return pa.concat_tables(tables[name]) if tables[name] else reduce(schema.empty_table())  # type: ignore[misc]
         if per_rank and reduce is not None:
             return pa.concat_tables([reduce(t) for t in tables[name]]) if tables[name] else reduce(schema.empty_table())
         whole = pa.concat_tables(tables[name]) if tables[name] else schema.empty_table()
         return reduce(whole) if reduce else whole
 
     steps, ops, bandwidth, links = (table(n) for n in ("steps", "ops", "bandwidth", "links"))
-    communicators = _infer_communicators(ranks, ops, links, warnings)
+    if reducer is None:
+        reducer = OpsReducer()
+        reducer.add(ops)
+    op_sums = reducer.sums()
+    communicators = _infer_communicators(ranks, op_sums, links, warnings)
     matrix, unmapped = map_links(links, communicators)
     if unmapped:
         warnings.append(
@@ -241,7 +263,7 @@ def _reduce(
             max_partitions=MAX_RANKS,  # one per rank (Arrow's default stops at 1,024)
         )
     ranks = sorted(ranks, key=lambda r: r.rank)
-    return Cluster(path, ranks, steps, ops, bandwidth, matrix, parallel, warnings)
+    return Cluster(path, ranks, steps, ops, bandwidth, matrix, parallel, op_sums, reducer.collectives(), warnings)
 
 
 def discover(path: Path) -> list[Path]:
@@ -318,14 +340,16 @@ def gather(
     return _reduce(Path(path), ranks, store, parallel, warnings)
 
 
-def load_cluster(path: Path, *, workers: int | None = None, ray: str | None = None) -> Cluster:
+def load_cluster(path: Path, *, workers: int | None = None, ray: str | None = None, rows: bool = True) -> Cluster:
     """Read every rank of a cluster directory (or of a run of ours on several devices); a rank that cannot be
-    read is a warning, fewer than two an error. Ranks are read by `workers` processes or on Ray (scale/pool.py)."""
+    read is a warning, fewer than two an error. Ranks are read by `workers` processes or on Ray (scale/pool.py).
+    `rows` False: a run of ours keeps its communication op rows only as sums and keys (Cluster.ops empty: the
+    analysis reads those; the cluster trace draws the rows)."""
     from atbprof.scale.pool import map_ordered, read_workers
 
     path = Path(path)
     if is_run_dir(path):
-        return _load_run(path)
+        return _load_run(path, keep_rows=rows)
     dirs = discover(path)
     parts = map_ordered(read_rank, dirs, workers=read_workers(workers, len(dirs)), ray=ray)
     if len(dirs) < IN_MEMORY_RANKS:

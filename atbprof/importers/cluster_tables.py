@@ -141,15 +141,46 @@ class RankProfile:
         return pp.index(self.rank) if pp and self.rank in pp else None
 
 
+NO_STEP = -(2**40)
+"""A collective row's step where it has none (steps are int32: no real step is this)."""
+
+
+@dataclass(frozen=True)
+class Collectives:
+    """Every collective row in rank order: its collective's key (step, name and communicator codes, a null name or
+    communicator as ""; null step: NO_STEP), how long it waited (ms, null as 0) and its rank."""
+
+    step: np.ndarray  # int64
+    name: np.ndarray  # int32 code
+    group: np.ndarray  # int32 code
+    names: int  # distinct names (code range)
+    groups: int
+    wait_ms: np.ndarray  # float64
+    rank: np.ndarray  # int32
+
+    def ids(self) -> np.ndarray:
+        """An integer per row, equal for the rows of one collective."""
+        valid = self.step != NO_STEP
+        lo = int(self.step[valid].min()) if valid.any() else 0
+        step = np.where(valid, self.step - lo + 1, 0)  # 0: no step
+        span = int(step.max(initial=0)) + 1
+        if span * max(self.names, 1) * max(self.groups, 1) < 1 << 62:
+            return (step * max(self.names, 1) + self.name.astype(np.int64)) * max(self.groups, 1) + self.group
+        keys = np.stack([step, self.name, self.group], axis=1)  # not one int64: numbered by distinct rows
+        return np.unique(keys, axis=0, return_inverse=True)[1].reshape(-1)
+
+
 @dataclass
 class Cluster:
     path: Path
     ranks: list[RankProfile]
     steps: pa.Table
-    ops: pa.Table
+    ops: pa.Table  # OPS_SCHEMA: per rank, op and step; empty where not kept (load_cluster(rows=False))
     bandwidth: pa.Table  # BANDWIDTH_SUM_SCHEMA: summed over steps per rank
     matrix: pa.Table
     parallel: dict[str, int]  # tp, pp, dp, world (profiler_metadata's distributed_args; 0 = not recorded)
+    op_sums: pa.Table  # the op rows summed per rank and op (importers/cluster_ops.py)
+    collectives: Collectives  # the collective rows' keys and waits (importers/cluster_ops.py)
     warnings: list[str] = field(default_factory=list)
 
 

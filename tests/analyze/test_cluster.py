@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import orjson
 import pytest
 from typer.testing import CliRunner
 
@@ -207,6 +208,15 @@ def test_a_run_of_ours_is_its_own_cluster(tmp_path: Path) -> None:
     assert direct.cluster.slow_ranks == [3] and {f.rank for f in direct.findings} == {0, 1, 2, 3}
     r = CliRunner().invoke(app, ["analyze", str(run), "--format", "json"])
     assert r.exit_code == 0 and json.loads(r.output)["source"]["kind"] == "cluster"
+    # the op rows reduced rank by rank and not kept: the same report from the sums and the collectives' keys
+    lean = load_cluster(run, rows=False)
+    assert lean.ops.num_rows == 0 and load_cluster(run).ops.num_rows > 0
+    assert analyze_cluster(lean).model_dump() == direct.model_dump()
+    assert analyze_cluster(lean).communication.waited_for == exported.communication.waited_for
+    traced = CliRunner().invoke(app, ["analyze", str(run), "--format", "json", "--trace", str(tmp_path / "t.json")])
+    assert traced.exit_code == 0, traced.output  # the trace draws the rows: they are kept for it
+    events = orjson.loads((tmp_path / "t.json").read_bytes())["traceEvents"]
+    assert any(str(e.get("name", "")).startswith("hcom_allReduce") for e in events)
 
 
 def test_a_compute_straggler_is_named_in_a_host_bound_cluster(tmp_path: Path) -> None:
