@@ -1,6 +1,6 @@
 """The findings of a run read in parts (analyze/chunked.py), reduced as each part's come: memory grows with the
-distinct findings, phases and steps, not with the occurrences (an unfused LLaMA run has one per ~2-5 ops; held
-whole they took ~180-300 bytes each).
+distinct findings, phases and steps, not with the occurrences (one per 2-6 ops of the unfused or TP runs of the
+benchmark, ~300 bytes each held as a table).
 
 Each part's findings are a table per detection key (analyze/detect.detect_parts); the whole table's occurrences
 would be those tables ordered by key, then part. Every occurrence is placed by (key, part, row), which orders it as

@@ -1,7 +1,7 @@
 """A cluster's communication op rows (OPS_SCHEMA, one per rank, op and step) reduced to what the analysis reads,
 rank by rank as they are read: per rank and op the sums over steps, and per collective row its key and wait (who
 waited for whom is decided across ranks). A 20 M-op run of 8 ranks has 4.1 M such rows (~460 MB as a table); the
-sums are a few hundred rows and the collectives' keys 24 bytes a row. The rows themselves are kept only where they
+sums are a few thousand rows and the collectives' keys 28 bytes a row. The rows themselves are kept only where they
 are drawn (the cluster trace)."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ class OpsReducer:
         self._rows: list[tuple[np.ndarray, ...]] = []
 
     def add(self, ops: pa.Table) -> None:
-        # the group-by keeps first appearances in order, and every group is within one rank: the ranks' sums
-        # concatenated are the whole table's, row for row, each summed over the same rows in the same order
+        # every group is within one rank: a rank's sums are the whole table's sums of its groups, each over the
+        # same rows in the same order (their order is the group-by's own: analyze/cluster_comm.op_table sorts)
         self._sums.append(ops.group_by(OP_SUM_KEYS, use_threads=False).aggregate(OP_SUMS))
         coll = ops.select(["step", "section", "name", "group", "wait_ms", "rank"])
         coll = coll.filter(pc.equal(coll.column("section"), "collective"))
