@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from page_section import replaced, stale  # noqa: E402
+from page_section import error_table, replaced, stale  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "msmodeling_serving.json"
 PAGE = ROOT / "docs" / "serving.md"
@@ -139,19 +139,8 @@ def simulate(case: dict[str, Any], mode: str) -> dict[str, float]:
 
 
 def render(doc: dict[str, Any]) -> str:
-    lines = [
-        BEGIN,
-        "",
-        f"| case | figure | msModeling | {' | '.join(f'atbprof {m}' for m in MODES)} |",
-        "|---|---|---:|" + "---:|" * len(MODES),
-    ]
-    for case in doc["cases"]:
-        for key, label in FIGURES:
-            peer = case["msmodeling"][key]
-            cells = [f"{v[key]:,.1f} ({(v[key] - peer) / peer:+.0%})" for v in case["ours"]]
-            lines.append(f"| {case['name']} | {label} | {peer:,.1f} | {' | '.join(cells)} |")
-    lines += ["", END]
-    return "\n".join(lines)
+    heads = [f"atbprof {m}" for m in MODES]
+    return error_table(BEGIN, END, doc["cases"], ("msmodeling", "msModeling"), heads, FIGURES)
 
 
 def updated(page: str, doc: dict[str, Any]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from page_section import replaced, stale  # noqa: E402
+from page_section import error_table, replaced, stale  # noqa: E402
 
 PUBLISHED = ROOT / "benchmarks" / "serving_published.yaml"
 RESULTS = ROOT / "benchmarks" / "serving_published.json"
@@ -71,22 +71,7 @@ def simulate(model: str, case: dict[str, Any], mode: str, budget: int) -> dict[s
 
 def render(doc: dict[str, Any]) -> str:
     heads = [f"{mode}, budget {budget:,}" for mode, budget in VARIANTS]
-    lines = [
-        BEGIN,
-        "",
-        f"| case | figure | published | {' | '.join(heads)} |",
-        "|---|---|---:|" + "---:|" * len(VARIANTS),
-    ]
-    for case in doc["cases"]:
-        for key, label in FIGURES:
-            pub = case["published"][key]
-            cells = []
-            for v in case["ours"]:
-                ours = v[key]
-                cells.append(f"{ours:,.1f} ({(ours - pub) / pub:+.0%})")
-            lines.append(f"| {case['name']} | {label} | {pub:,.1f} | {' | '.join(cells)} |")
-    lines += ["", END]
-    return "\n".join(lines)
+    return error_table(BEGIN, END, doc["cases"], ("published", "published"), heads, FIGURES)
 
 
 def updated(page: str, doc: dict[str, Any]) -> str:

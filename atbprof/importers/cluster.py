@@ -230,12 +230,14 @@ def _reduce(
         schema, reduce = RANK_TABLE_SCHEMAS[name], (sum_bandwidth if name == "bandwidth" else None)
         if isinstance(tables, Path):
             return read_parts(tables, name, schema, reduce)
-        if name in summed:
-            return pa.concat_tables(tables[name]) if tables[name] else reduce(schema.empty_table())  # type: ignore[misc]
-        if per_rank and reduce is not None:
-            return pa.concat_tables([reduce(t) for t in tables[name]]) if tables[name] else reduce(schema.empty_table())
-        whole = pa.concat_tables(tables[name]) if tables[name] else schema.empty_table()
-        return reduce(whole) if reduce else whole
+        held = tables[name]
+        if reduce is None:
+            return pa.concat_tables(held) if held else schema.empty_table()
+        if not held:
+            return reduce(schema.empty_table())
+        if name in summed:  # reduced rank by rank as they were made
+            return pa.concat_tables(held)
+        return pa.concat_tables([reduce(t) for t in held]) if per_rank else reduce(pa.concat_tables(held))
 
     steps, ops, bandwidth, links = (table(n) for n in ("steps", "ops", "bandwidth", "links"))
     if reducer is None:
