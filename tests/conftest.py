@@ -18,6 +18,19 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 
 
+def regroup(run: Path, rows: int) -> None:
+    """Rewrite the run's ops.parquet with each row group (one rank's rows, as the writer writes them) cut into
+    groups of `rows` rows: most steps then straddle two groups (a reader in parts carries them over)."""
+    import pyarrow.parquet as pq
+
+    ops = run / "ops.parquet"
+    file = pq.ParquetFile(ops)
+    with pq.ParquetWriter(ops.with_suffix(".tmp"), file.schema_arrow, write_page_checksum=True) as out:
+        for g in range(file.num_row_groups):
+            out.write_table(file.read_row_group(g), row_group_size=rows)
+    ops.with_suffix(".tmp").replace(ops)
+
+
 def fixture_config(name: str, *overrides: str) -> RunConfig:
     return load_config(FIXTURES / name, list(overrides))
 

@@ -99,14 +99,23 @@ class Charges:
         wall exactly, whatever framed the steps."""
         if not len(self.frame_starts):
             return self.wall - self.device_span
-        charged = np.add.reduceat(self.charged, self.frame_starts) if len(self.charged) else 0.0
-        return self.wall - charged
+        return frame_overhead(self.wall, self.charged, self.frame_starts)
 
     @property
     def frame_of_op(self) -> np.ndarray:
         """Frame number (index into the frame arrays) of every op, timeline order."""
-        n = len(self.step)
-        return np.repeat(np.arange(len(self.frame_starts)), np.diff(np.append(self.frame_starts, n)))
+        return frame_of_ops(self.frame_starts, len(self.step))
+
+
+def frame_overhead(wall: np.ndarray, charged: np.ndarray, frame_starts: np.ndarray) -> np.ndarray:
+    """Per frame, its wall less the charges of its ops (`charged` in timeline order, frames starting at
+    `frame_starts`)."""
+    return wall - (np.add.reduceat(charged, frame_starts) if len(charged) else 0.0)
+
+
+def frame_of_ops(frame_starts: np.ndarray, n: int) -> np.ndarray:
+    """The frame number of each of `n` ops in timeline order, frames starting at `frame_starts`."""
+    return np.repeat(np.arange(len(frame_starts)), np.diff(np.append(frame_starts, n)))
 
 
 def launch_latency_ns(meta: dict[str, object]) -> int:

@@ -11,14 +11,16 @@ import numpy as np
 from atbprof.analyze.api import framework_timeline
 from atbprof.analyze.attribute import NO_DEVICE_OP
 from atbprof.analyze.charges import has_launches, launch_latency_ns
+from atbprof.analyze.chunked import CHUNK_OPS, CHUNKED_FROM
 from atbprof.analyze.columns import DIFF_COLUMNS
-from atbprof.analyze.patterns import load_patterns
+from atbprof.analyze.patterns import PatternSet, load_patterns
 from atbprof.diff.align import match_aligned
 from atbprof.diff.graphs import match_runs
 from atbprof.diff.groups import Matching
 from atbprof.diff.headline import categories, headline
 from atbprof.diff.measure import Side, common_step_definition, measure, step_frames_of
 from atbprof.diff.numerics import numerics_change, report_of
+from atbprof.diff.parts import Plan, measure_runs, plan_parts
 from atbprof.diff.report import By, DiffReport, DiffRow, DiffSide, Headline, RegressionCheck
 from atbprof.diff.report import Matching as MatchingSummary
 from atbprof.diff.rows import diff_rows
@@ -46,7 +48,7 @@ def _side(s: Side) -> DiffSide:
         kind=s.profile.kind,
         path=s.profile.source,
         name=s.name,
-        ops=s.profile.ops.num_rows,
+        ops=s.ops,
         steps=len(s.frame_phase),
         phases=list(dict.fromkeys(s.frame_phase)),
     )
@@ -115,7 +117,42 @@ def diff(
             p = replace(p, ops=framework_timeline(p.framework), meta={**p.meta, "host_timeline": True})
             notes.append(f"{p.source}: no device kernels; its top-level framework ops (host) are compared")
         sides.append(measure(p, patterns, steps_as, launches))
-    a, b = sides
+    return compare_sides(
+        base,
+        new,
+        sides[0],
+        sides[1],
+        notes,
+        by,
+        steps_as,
+        top=top,
+        threshold_pct=threshold_pct,
+        fail_if_slower_pct=fail_if_slower_pct,
+        name_map=name_map,
+        patterns=patterns,
+        vendors=vendors,
+        force=force,
+    )
+
+
+def compare_sides(
+    base: Profile,
+    new: Profile,
+    a: Side,
+    b: Side,
+    notes: list[str],
+    by: By,
+    steps_as: str,
+    *,
+    top: int,
+    threshold_pct: float,
+    fail_if_slower_pct: float | None,
+    name_map: dict[str, str] | None,
+    patterns: PatternSet,
+    vendors: tuple[str, str] | None,
+    force: bool,
+) -> DiffResult:
+    """The diff of two measured sides (`base`, `new`: the inputs they were measured from; `notes` so far)."""
     for s in (a, b):
         if not len(s.frame_phase):
             raise InputError(f"{s.profile.source}: no ops to compare (an empty profile)")
@@ -225,9 +262,12 @@ def diff_paths(
     *,
     trace: Path | None = None,
     force: bool = False,
+    part_ops: int = CHUNK_OPS,
+    parts_from: int = CHUNKED_FROM,
     **options: object,
 ) -> DiffResult:
-    """Load both inputs, diff them and, with `trace`, write both side by side (aligned per step) as one trace."""
+    """Load both inputs, diff them and, with `trace`, write both side by side (aligned per step) as one trace. Two
+    runs of ours, either of more than `parts_from` ops, are read in parts of about `part_ops` (diff/parts.py)."""
     from atbprof.importers import load_profile
 
     if trace is not None:  # before any work: a --trace that may not be written stops here
@@ -237,6 +277,10 @@ def diff_paths(
     # diff compares device kernels (framework ops are read only when a trace has none); the two inputs load side
     # by side (gunzip and the JSON decoders run partly outside the GIL); the base's error wins if both fail
     # a run of ours is read with the columns diff uses (a 4 M-op table whole is ~1.9 GB); --trace draws them all
+    if trace is None and not options.get("name_map"):
+        plans = plan_parts(base, new, part_ops=part_ops, parts_from=parts_from)
+        if plans is not None:
+            return _diff_planned(plans, force=force, **options)  # type: ignore[arg-type]
     columns = None if trace is not None else DIFF_COLUMNS
     with ThreadPoolExecutor(max_workers=2) as pool:
         loading = [pool.submit(load_profile, path, framework=False, columns=columns) for path in (base, new)]
@@ -259,6 +303,40 @@ def diff_paths(
             note += f"; {written.note}"
         result.report.notes.append(note)
     return result
+
+
+def _diff_planned(
+    plans: tuple[Plan, Plan],
+    *,
+    by: By | None = None,
+    top: int = 20,
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+    fail_if_slower_pct: float | None = None,
+    name_map: dict[str, str] | None = None,
+    patterns_file: str | None = None,
+    force: bool = False,
+) -> DiffResult:
+    """`diff` of two runs read in parts (diff/parts.py): the report of the tables held whole. (`name_map`: none -
+    renamed kernels are aligned, from tables held whole.)"""
+    assert not name_map
+    patterns = load_patterns(patterns_file)
+    a, b, notes, steps_as = measure_runs(plans, patterns, force)
+    return compare_sides(
+        plans[0].profile,
+        plans[1].profile,
+        a,
+        b,
+        notes,
+        by or "op-type",  # runs of ours ran on one vendor's devices: by op type unless asked
+        steps_as,
+        top=top,
+        threshold_pct=threshold_pct,
+        fail_if_slower_pct=fail_if_slower_pct,
+        name_map=None,
+        patterns=patterns,
+        vendors=None,
+        force=force,
+    )
 
 
 def _matching_summary(

@@ -15,6 +15,7 @@ from atbprof.diff.groups import GroupInfo, Matching, pair_frames, structure_of
 from atbprof.diff.measure import Side
 from atbprof.errors import InputError
 from atbprof.graph.nodes import Graph
+from atbprof.importers.base import Profile
 from atbprof.sim.summary import CATEGORIES
 
 
@@ -31,8 +32,9 @@ def _phase_graphs(cfg_json: str) -> tuple[dict[str, Graph], tuple[tuple[str, ...
     return {name: pm.graph for name, pm in sim.phases.items()}, signature
 
 
-def graphs_of(side: Side) -> tuple[dict[str, Graph], tuple[tuple[str, ...], ...]] | None:
-    cfg = run_config(side.profile.meta)
+def graphs_of(profile: Profile) -> tuple[dict[str, Graph], tuple[tuple[str, ...], ...]] | None:
+    """(fused phase graphs, signature of the unfused graph) of a run of ours; None without a readable config."""
+    cfg = run_config(profile.meta)
     if cfg is None:
         return None
     # the seed and the jitter do not change the graphs: runs that differ only there share them
@@ -69,7 +71,7 @@ class _UnionFind:
 def match_runs(base: Side, new: Side, force: bool = False) -> Matching | None:
     """The exact matching of two runs of ours, or None when either lacks a readable config (then: alignment). Runs
     of different models are refused, or with `force` matched by alignment like any two profiles."""
-    gb, gn = graphs_of(base), graphs_of(new)
+    gb, gn = graphs_of(base.profile), graphs_of(new.profile)
     if gb is None or gn is None:
         return None
     (phases_b, sig_b), (phases_n, sig_n) = gb, gn

@@ -6,6 +6,7 @@ Pure: profiles in, a verdict out."""
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable
 
 import pyarrow.compute as pc
 
@@ -18,7 +19,11 @@ def workload(profile: Profile, patterns: PatternSet) -> tuple[str, str | None]:
     """("training", a backward kernel's type) when a kernel matches the backward patterns, else ("inference", None)."""
     if not profile.ops.num_rows:
         return "inference", None
-    types = pc.unique(profile.ops.column("op_type").cast("string")).to_pylist()
+    return workload_of(pc.unique(profile.ops.column("op_type").cast("string")).to_pylist(), patterns)
+
+
+def workload_of(types: Iterable[str | None], patterns: PatternSet) -> tuple[str, str | None]:
+    """`workload` of the op types of a profile."""
     for name in types:
         if name and any(fnmatch.fnmatchcase(name, g) for g in patterns.training.backward):
             return "training", name
@@ -27,10 +32,17 @@ def workload(profile: Profile, patterns: PatternSet) -> tuple[str, str | None]:
 
 def check_comparable(base: Profile, new: Profile, patterns: PatternSet, force: bool) -> list[str]:
     """Notes for the report; InputError when the inputs are unlike and `force` is off."""
-    (wa, why_a), (wb, why_b) = workload(base, patterns), workload(new, patterns)
+    return check_workloads(base.source, workload(base, patterns), new.source, workload(new, patterns), force)
+
+
+def check_workloads(
+    base: str, base_workload: tuple[str, str | None], new: str, new_workload: tuple[str, str | None], force: bool
+) -> list[str]:
+    """`check_comparable` of two inputs' workloads (`workload`), the inputs named by their sources."""
+    (wa, why_a), (wb, why_b) = base_workload, new_workload
     if wa == wb:
         return []
-    unlike = f"{base.source} is {_a(wa)} and {new.source} is {_a(wb)} ({why_a or why_b} is a backward kernel)"
+    unlike = f"{base} is {_a(wa)} and {new} is {_a(wb)} ({why_a or why_b} is a backward kernel)"
     if not force:
         raise InputError(
             f"unlike inputs: {unlike}. A diff of different work says nothing about what fusion changed: compare the "

@@ -7,11 +7,12 @@ a diff's base and new figures equal what `analyze` reports for each input alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from atbprof.analyze.categories import CATEGORY_NAMES, ROLES_RULE, by_blocks, by_roles
-from atbprof.analyze.charges import Charges, charge
+from atbprof.analyze.charges import Charges, charge, frame_of_ops, frame_overhead
 from atbprof.analyze.detect import detect_kernels
 from atbprof.analyze.patterns import PatternSet
 from atbprof.analyze.training import training_phases
@@ -21,29 +22,68 @@ from atbprof.importers.base import Profile
 OTHER = CATEGORY_NAMES.index("other")
 
 
+class PerOpColumns(Protocol):
+    """Columns of the ops by name: an OpView (view order), or the few a diff of runs read in parts holds
+    (diff/parts.py, timeline order)."""
+
+    def ints(self, name: str, positions: np.ndarray | None = None, fill: int = -1) -> np.ndarray: ...
+
+    def codes(self, name: str) -> tuple[np.ndarray, list[str]]: ...
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What a diff reads of an input's charges (analyze/charges.Charges, ~64 bytes per op): per op, timeline order,
+    its charged and kernel time; per step frame its first op, step and wall."""
+
+    charged: np.ndarray  # float ns
+    dur: np.ndarray  # float ns
+    frame_starts: np.ndarray
+    frame_step: np.ndarray
+    wall: np.ndarray  # float ns
+    outside_ops: int = 0
+    order: np.ndarray | None = None  # timeline position -> position in `Side.view` (None: the same)
+
+    @classmethod
+    def of(cls, ch: Charges) -> Timeline:
+        return cls(ch.charged, ch.dur, ch.frame_starts, ch.frame_step, ch.wall, ch.outside_ops, ch.order)
+
+    def tl(self, view_order: np.ndarray) -> np.ndarray:
+        """A per-op array in view order, in timeline order."""
+        return view_order if self.order is None else view_order[self.order]
+
+    @property
+    def overhead(self) -> np.ndarray:
+        """Per frame, the wall no op is charged (analyze/charges.Charges.overhead)."""
+        return frame_overhead(self.wall, self.charged, self.frame_starts) if len(self.frame_starts) else self.wall
+
+    @property
+    def frame_of_op(self) -> np.ndarray:
+        """Frame number (index into the frame arrays) of every op, timeline order."""
+        return frame_of_ops(self.frame_starts, len(self.charged))
+
+
 @dataclass(frozen=True)
 class Side:
     """A profile prepared for diffing. Per-op arrays are in timeline order (`charges.order` maps to the view)."""
 
-    profile: Profile
-    view: OpView
-    charges: Charges
+    profile: Profile  # its ops: the table read whole, or none (an empty table) when read in parts
+    view: PerOpColumns
+    charges: Timeline
     category: np.ndarray  # per op: index into CATEGORY_NAMES
     categories_rule: str
     frame_phase: list[str]  # per frame
     frame_tokens: np.ndarray  # tokens produced per frame (batch size in decode; 1 when the profile does not say)
     frame_category_ns: np.ndarray  # frames x categories: charged time, the frame's host overhead in `other`
     tokens_known: bool
+    ops: int  # ops of the input
+    ours: bool  # a run of ours whose ops name their graph nodes (matched exactly, diff/graphs.py)
     step_kind: str = "inference"  # training (backward kernels) | host (framework ops only) | inference
 
     @property
     def name(self) -> str:
         meta = self.profile.meta
         return str(meta.get("name")) if self.profile.kind == "atbprof-run" and meta.get("name") else self.profile.source
-
-    @property
-    def ours(self) -> bool:
-        return self.profile.kind == "atbprof-run" and has_values(self.profile.ops, "node_id")
 
     @property
     def exact(self) -> bool:
@@ -109,28 +149,46 @@ def measure(
     else:
         category, rule = by_blocks(view, patterns, detect_kernels(profile.ops, patterns, None, view=view))
     category = ch.tl(category)
-    n_frames = len(ch.frame_starts)
-    frame_of_op = ch.frame_of_op
-    k = len(CATEGORY_NAMES)
-    per = np.bincount(frame_of_op * k + category, weights=ch.charged, minlength=n_frames * k).reshape(n_frames, k)
-    per[:, OTHER] += ch.overhead
+    kind = "host" if profile.meta.get("host_timeline") else "inference"
+    if not has_values(profile.ops, "role") and training_phases(view, patterns) is not None:
+        kind = "training"
+    ours = profile.kind == "atbprof-run" and has_values(profile.ops, "node_id")
     phases = [ch.phase_names[c] for c in ch.frame_phase.tolist()]
+    return side_of(profile, view, Timeline.of(ch), phases, category, rule, profile.ops.num_rows, ours, kind)
+
+
+def side_of(
+    profile: Profile,
+    view: PerOpColumns,
+    timeline: Timeline,
+    phases: list[str],
+    category: np.ndarray,
+    rule: str,
+    ops: int,
+    ours: bool,
+    kind: str = "inference",
+) -> Side:
+    """A Side of charged ops (timeline order), their frames' phases and the ops' categories: the per-frame figures
+    and tokens added."""
+    n_frames = len(timeline.frame_starts)
+    k = len(CATEGORY_NAMES)
+    per = np.bincount(timeline.frame_of_op * k + category, weights=timeline.charged, minlength=n_frames * k).reshape(
+        n_frames, k
+    )
+    per[:, OTHER] += timeline.overhead
     tokens = np.ones(n_frames, dtype=np.float64)
     known = False
     if profile.steps is not None and profile.steps.num_rows and "tokens" in profile.steps.column_names:
         s_step = int_column(profile.steps, "step")
         s_tok = int_column(profile.steps, "tokens", 1)
-        at = np.minimum(np.searchsorted(s_step, ch.frame_step), len(s_step) - 1)
-        ok = s_step[at] == ch.frame_step
+        at = np.minimum(np.searchsorted(s_step, timeline.frame_step), len(s_step) - 1)
+        ok = s_step[at] == timeline.frame_step
         batch = _batch(profile)
         # a prefill step yields one token per sequence; a decode step processes (and yields) one per sequence
         per_step = np.where(np.array(phases, dtype=object) == "prefill", batch, s_tok[at])
         tokens = np.where(ok, per_step, 1).astype(np.float64)
         known = bool(ok.all())
-    kind = "host" if profile.meta.get("host_timeline") else "inference"
-    if not has_values(profile.ops, "role") and training_phases(view, patterns) is not None:
-        kind = "training"
-    return Side(profile, view, ch, category, rule, phases, tokens, per, known, kind)
+    return Side(profile, view, timeline, category, rule, phases, tokens, per, known, ops, ours, kind)
 
 
 def _batch(profile: Profile) -> int:

@@ -226,6 +226,22 @@ def step_chunks(path: str | Path, meta: pq.FileMetaData, rank: int | None, rows:
     return chunks
 
 
+def column_recorded(meta: pq.FileMetaData, groups: Sequence[int], name: str) -> bool | None:
+    """Whether some row of these row groups has a value in column `name` (`analyze.view.has_values` of them), from
+    their statistics' null counts; None when a row group's statistics do not say (then read the column)."""
+    names = meta.schema.to_arrow_schema().names
+    if name not in names:
+        return False
+    column = names.index(name)
+    for g in groups:
+        stats = meta.row_group(g).column(column).statistics
+        if stats is None or not stats.has_null_count:
+            return None
+        if stats.null_count < meta.row_group(g).num_rows:
+            return True
+    return False
+
+
 def read_ops_chunks(
     path: str | Path,
     chunks: list[list[int]],

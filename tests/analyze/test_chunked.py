@@ -18,7 +18,7 @@ from atbprof.importers.ours import run_in_parts
 from atbprof.optable.schema import OPS_SCHEMA, ops_metadata, read_ops_chunks, step_chunks
 from atbprof.render.analyze import analysis_json
 from atbprof.run import run_simulation
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, regroup
 
 CASES = [
     ("llama2-7b-910b2.yaml", ["fusion.strategy=none", "workload.decode_tokens=6"], None),
@@ -27,17 +27,6 @@ CASES = [
     ("llama2-70b-910b2-tp4-pp2.yaml", ["workload.decode_tokens=2"], 5),
     ("llama2-70b-910b2-tp4-pp2.yaml", ["workload.decode_tokens=2"], 0),
 ]
-
-
-def _regroup(run: Path, rows: int) -> None:
-    """Rewrite the run's ops.parquet with each row group (one rank's rows, as the writer writes them) cut into
-    groups of `rows` rows: most steps then straddle two groups."""
-    ops = run / "ops.parquet"
-    file = pq.ParquetFile(ops)
-    with pq.ParquetWriter(ops.with_suffix(".tmp"), file.schema_arrow, write_page_checksum=True) as out:
-        for g in range(file.num_row_groups):
-            out.write_table(file.read_row_group(g), row_group_size=rows)
-    ops.with_suffix(".tmp").replace(ops)
 
 
 def _both(run: Path, rank: int | None, part_ops: int) -> tuple[object, object]:
@@ -54,7 +43,7 @@ def test_parts_give_the_whole_tables_report(
     run_simulation(load_config(FIXTURES / config, [*overrides, "output.trace=false"]), run)
     before = analysis_json(analyze_input(run, columns=ANALYZE_COLUMNS, rank=rank, parts_from=10**12))
     rows = pq.read_metadata(run / "ops.parquet").num_rows
-    _regroup(run, rows // 13 + 1)  # groups end mid-step
+    regroup(run, rows // 13 + 1)  # groups end mid-step
     meta = ops_metadata(run / "ops.parquet")
     part_ops = rows // 5 if rank is None else rows // 40  # a rank holds an eighth of the rows
     chunks = step_chunks(run / "ops.parquet", meta, rank, part_ops)
@@ -74,7 +63,7 @@ def test_a_run_of_one_part_per_row_group(tmp_path: Path) -> None:
     run_simulation(
         load_config(FIXTURES / "llama2-7b-910b2.yaml", ["workload.decode_tokens=5", "output.trace=false"]), run
     )
-    _regroup(run, 4001)
+    regroup(run, 4001)
     whole, parts = _both(run, None, 1)
     assert analysis_json(parts) == analysis_json(whole)
 
@@ -100,7 +89,7 @@ def test_a_damaged_column_not_held_is_refused_in_parts(tmp_path: Path) -> None:
     run_simulation(
         load_config(FIXTURES / "llama2-7b-910b2.yaml", ["workload.decode_tokens=4", "output.trace=false"]), run
     )
-    _regroup(run, 2000)
+    regroup(run, 2000)
     ops = run / "ops.parquet"
     dropped = next(f.name for f in OPS_SCHEMA if f.name == "flops" and f.name not in ANALYZE_COLUMNS)
     meta = pq.read_metadata(ops)
@@ -121,7 +110,7 @@ def test_a_reader_stopped_early_stops_its_page_check(tmp_path: Path) -> None:
     run_simulation(
         load_config(FIXTURES / "llama2-7b-910b2.yaml", ["workload.decode_tokens=4", "output.trace=false"]), run
     )
-    _regroup(run, 500)
+    regroup(run, 500)
     ops = run / "ops.parquet"
     chunks = step_chunks(ops, ops_metadata(ops), None, 1000)
     assert chunks is not None and len(chunks) > 1
@@ -148,7 +137,7 @@ def test_the_cli_reads_a_large_run_in_parts(tmp_path: Path, monkeypatch: pytest.
     run_simulation(
         load_config(FIXTURES / "llama2-7b-910b2.yaml", ["workload.decode_tokens=4", "output.trace=false"]), run
     )
-    _regroup(run, 250)
+    regroup(run, 250)
     whole = CliRunner().invoke(app, ["analyze", str(run), "--format", "json"])
     monkeypatch.setattr(chunked, "CHUNKED_FROM", 0)
     monkeypatch.setattr(chunked, "CHUNK_OPS", 300)
@@ -170,7 +159,7 @@ def test_a_run_without_its_summary_is_read_whole(tmp_path: Path) -> None:
     run_simulation(
         load_config(FIXTURES / "llama2-7b-910b2.yaml", ["workload.decode_tokens=4", "output.trace=false"]), run
     )
-    _regroup(run, 500)
+    regroup(run, 500)
     doc = json.loads((run / "run.json").read_text())
     del doc["summary"]
     (run / "run.json").write_text(json.dumps(doc))
