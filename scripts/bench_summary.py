@@ -79,6 +79,7 @@ def rows() -> list[tuple[str, str, str, str, str, str]]:
                     _met(ok) if target != "-" else "",
                 )
             )
+        out += _diff_scale(scale.get("diff_rows", []))
     cluster = _load("cluster")
     if cluster:
         for r in cluster["rows"]:
@@ -160,6 +161,38 @@ def rows() -> list[tuple[str, str, str, str, str, str]]:
                     _met(r["wall_s"] < SERVING_S),
                 )
             )
+    return out
+
+
+def _diff_scale(diffs: list[dict[str, Any]]) -> list[tuple[str, str, str, str, str, str]]:
+    """`diff` of a run and its twin at each size: time per op of both inputs after start-up (the smallest pair's
+    time), peak memory at 4 M ops and beyond."""
+    out: list[tuple[str, str, str, str, str, str]] = []
+    if not diffs:
+        return out
+    first = min(diffs, key=lambda r: r["ops"])
+    for r in diffs:
+        mb = r["peak_mb"]
+        marginal = (r["wall_s"] - first["wall_s"]) / max(r["ops"] - first["ops"], 1) * 1e6
+        figures = f"{r['wall_s']:.2f} s, {mb:,.0f} MB"
+        target, ok = "-", True
+        if r is not first:
+            figures += f", {marginal:.2f} us/op after start-up"
+            target, ok = f"<= {MAX_US_PER_OP:g} us/op after start-up", marginal <= MAX_US_PER_OP
+        if r["size"] == "4m":
+            target, ok = f"{target}, <= {MAX_MB_AT_4M:,} MB", ok and mb <= MAX_MB_AT_4M
+        elif r["ops"] > 2 * 4_500_000:
+            target, ok = f"{target}, <= {MAX_MB_AT_4M:,} MB (flat)", ok and mb <= MAX_MB_AT_4M
+        out.append(
+            (
+                f"`diff` of two {r['ops'] // 2:,}-op runs (one device; jitter and seed apart), whole process",
+                figures,
+                "-",
+                "-",
+                target,
+                _met(ok) if target != "-" else "",
+            )
+        )
     return out
 
 

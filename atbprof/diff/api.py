@@ -15,7 +15,8 @@ from atbprof.analyze.chunked import CHUNK_OPS, CHUNKED_FROM
 from atbprof.analyze.columns import DIFF_COLUMNS
 from atbprof.analyze.patterns import PatternSet, load_patterns
 from atbprof.diff.align import match_aligned
-from atbprof.diff.graphs import match_runs
+from atbprof.diff.frame_sums import FrameSums, Rows, sums_of_ops
+from atbprof.diff.graphs import graph_groups, match_runs, matching_of
 from atbprof.diff.groups import Matching
 from atbprof.diff.headline import categories, headline
 from atbprof.diff.measure import Side, common_step_definition, measure, step_frames_of
@@ -151,12 +152,18 @@ def compare_sides(
     patterns: PatternSet,
     vendors: tuple[str, str] | None,
     force: bool,
+    matching: Matching | None = None,
+    sums: tuple[FrameSums, FrameSums, Rows] | None = None,
 ) -> DiffResult:
-    """The diff of two measured sides (`base`, `new`: the inputs they were measured from; `notes` so far)."""
+    """The diff of two measured sides (`base`, `new`: the inputs they were measured from; `notes` so far).
+    `matching` and `sums` (each side's frame sums, the rows they are summed by): as found while the sides were
+    read in parts (diff/parts.py); None: found here from the ops the sides hold."""
     for s in (a, b):
         if not len(s.frame_phase):
             raise InputError(f"{s.profile.source}: no ops to compare (an empty profile)")
-    m = match_runs(a, b, force) if a.ours and b.ours and not name_map else None
+    m = matching
+    if m is None:
+        m = match_runs(a, b, force) if a.ours and b.ours and not name_map else None
     if m is None:
         if a.ours and b.ours and force and not name_map:
             notes.append("compared runs of different models at --force: matched by alignment, not by their graphs")
@@ -178,8 +185,13 @@ def compare_sides(
     scope_pairs = m.pairs[phases_b == scope]
     head = headline(a, b, m.pairs, scope, threshold_pct)
     cats = categories(a, b, scope_pairs, threshold_pct)
-    rows = diff_rows(a, b, m, scope_pairs, by, threshold_pct)
-    matching = _matching_summary(a, b, m, scope, scope_pairs, rows)
+    if sums is None:
+        rows_of = Rows.of(m.groups, by)
+        sides = (_sums_of(a, m.base_group, rows_of), _sums_of(b, m.new_group, rows_of))
+    else:
+        sides, rows_of = (sums[0], sums[1]), sums[2]
+    rows = diff_rows(a, b, m, sides, rows_of, scope_pairs, threshold_pct)
+    matching_summary = _matching_summary(a, b, m, sides, scope, scope_pairs, rows)
     check = _regression(head, fail_if_slower_pct)
     regression = bool(check and check.failed)
     notes = [*m.notes, *notes]
@@ -192,14 +204,14 @@ def compare_sides(
             )
     if not a.tokens_known or not b.tokens_known:
         notes.append("tokens/s assumes one token per step where the profile does not record the batch")
-    unpaired = (matching.base_unpaired_steps, matching.new_unpaired_steps)
+    unpaired = (matching_summary.base_unpaired_steps, matching_summary.new_unpaired_steps)
     if any(unpaired):
         notes.append(
             f"steps without a partner are left out: {unpaired[0]} of the base, {unpaired[1]} of the new "
             f"({len(m.pairs)} pairs compared)"
         )
-    aligned = _aligned_share(m)
-    if m.method == "alignment" and aligned < 0.5:
+    aligned = _aligned_share(m) if m.method == "alignment" else 1.0
+    if aligned < 0.5:
         notes.append(
             f"only {aligned:.0%} of the ops align one to one: are these the same model and software? "
             "(--map OLD=NEW maps renamed kernels)"
@@ -234,7 +246,7 @@ def compare_sides(
         categories=cats,
         by=by,
         rows=_top_rows(rows, top),
-        matching=matching,
+        matching=matching_summary,
         threshold_pct=threshold_pct,
         assumptions=assumptions,
         notes=notes,
@@ -320,14 +332,18 @@ def _diff_planned(
     renamed kernels are aligned, from tables held whole.)"""
     assert not name_map
     patterns = load_patterns(patterns_file)
-    a, b, notes, steps_as = measure_runs(plans, patterns, force)
+    found = graph_groups(plans[0].profile, plans[1].profile)
+    assert found is not None  # plan_parts reads in parts runs of one model with their configs only
+    groups, luts_b, luts_n = found
+    rows_of = Rows.of(groups, by or "op-type")  # runs of ours ran on one vendor's devices: by op type unless asked
+    a, b, sums_b, sums_n, notes, steps_as = measure_runs(plans, patterns, force, (luts_b, luts_n), rows_of)
     return compare_sides(
         plans[0].profile,
         plans[1].profile,
         a,
         b,
         notes,
-        by or "op-type",  # runs of ours ran on one vendor's devices: by op type unless asked
+        by or "op-type",
         steps_as,
         top=top,
         threshold_pct=threshold_pct,
@@ -336,21 +352,32 @@ def _diff_planned(
         patterns=patterns,
         vendors=None,
         force=force,
+        matching=matching_of(a, b, groups, None, None),
+        sums=(sums_b, sums_n, rows_of),
     )
 
 
+def _sums_of(side: Side, group: np.ndarray | None, rows: Rows) -> FrameSums:
+    held = side.op_arrays()
+    assert group is not None  # a matcher of held ops gives each its group
+    return sums_of_ops(held.charges.frame_of_op, group, held.charges.charged, held.charges.dur, side.frames, rows)
+
+
 def _matching_summary(
-    a: Side, b: Side, m: Matching, scope: str, scope_pairs: np.ndarray, rows: list[DiffRow]
+    a: Side,
+    b: Side,
+    m: Matching,
+    sums: tuple[FrameSums, FrameSums],
+    scope: str,
+    scope_pairs: np.ndarray,
+    rows: list[DiffRow],
 ) -> MatchingSummary:
-    fb = np.zeros(len(a.frame_phase), dtype=bool)
-    fn = np.zeros(len(b.frame_phase), dtype=bool)
+    fb = np.zeros(a.frames, dtype=bool)
+    fn = np.zeros(b.frames, dtype=bool)
     fb[m.pairs[:, 0]] = True
     fn[m.pairs[:, 1]] = True
-    in_b, in_n = fb[a.charges.frame_of_op], fn[b.charges.frame_of_op]
     # an op matches when its group has a counterpart on the other side: a removed (added) group's ops are unmatched
-    one_sided = np.array([g.structure in ("removed", "added") for g in m.groups] + [True], dtype=bool)
-    matched_b = ~one_sided[np.where(m.base_group >= 0, m.base_group, len(m.groups))]
-    matched_n = ~one_sided[np.where(m.new_group >= 0, m.new_group, len(m.groups))]
+    sb, sn = sums
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.classification] = counts.get(r.classification, 0) + 1
@@ -359,10 +386,10 @@ def _matching_summary(
         pairs=len(m.pairs),
         scope=scope,
         scope_pairs=len(scope_pairs),
-        base_matched_ops=int((in_b & matched_b).sum()),
-        new_matched_ops=int((in_n & matched_n).sum()),
-        base_unmatched_ops=int((in_b & ~matched_b).sum()),
-        new_unmatched_ops=int((in_n & ~matched_n).sum()),
+        base_matched_ops=int(sb.matched[fb].sum()),
+        new_matched_ops=int(sn.matched[fn].sum()),
+        base_unmatched_ops=int(sb.unmatched[fb].sum()),
+        new_unmatched_ops=int(sn.unmatched[fn].sum()),
         base_unpaired_steps=int((~fb).sum()),
         base_outside_steps_ops=a.charges.outside_ops,
         new_outside_steps_ops=b.charges.outside_ops,
@@ -373,6 +400,7 @@ def _matching_summary(
 
 def _aligned_share(m: Matching) -> float:
     """Share of the base ops in 1:1 groups of the same op type."""
+    assert m.base_group is not None  # the alignment groups held ops
     same = np.array([g.structure == "same" for g in m.groups] + [False])
     ops = m.base_group[m.base_group >= 0]
     return float(same[ops].mean()) if len(ops) else 0.0

@@ -68,10 +68,36 @@ class _UnionFind:
             self.parent[self.find(i)] = first
 
 
+GraphGroups = tuple[list[GroupInfo], dict[str, np.ndarray], dict[str, np.ndarray]]
+"""(the groups, and per phase of each run: graph node id -> group code, one more entry -1 for ops of no node)."""
+
+
 def match_runs(base: Side, new: Side, force: bool = False) -> Matching | None:
     """The exact matching of two runs of ours, or None when either lacks a readable config (then: alignment). Runs
     of different models are refused, or with `force` matched by alignment like any two profiles."""
-    gb, gn = graphs_of(base.profile), graphs_of(new.profile)
+    found = graph_groups(base.profile, new.profile, force)
+    if found is None:
+        return None
+    groups, luts_b, luts_n = found
+    base_group = groups_of_ops(base.per_op("node_id"), *base.codes("phase"), luts_b)
+    new_group = groups_of_ops(new.per_op("node_id"), *new.codes("phase"), luts_n)
+    return matching_of(base, new, groups, base_group, new_group)
+
+
+def matching_of(
+    base: Side, new: Side, groups: list[GroupInfo], base_group: np.ndarray | None, new_group: np.ndarray | None
+) -> Matching:
+    """The graph matching of two runs: their groups, each op's (None: summed as read, diff/parts.py) and the
+    frames paired."""
+    pairs, how = pair_frames(base.charges.frame_step, new.charges.frame_step, base.frame_phase, new.frame_phase)
+    return Matching("graph", base_group, new_group, groups, pairs, (f"steps paired {how}",))
+
+
+def graph_groups(base: Profile, new: Profile, force: bool = False) -> GraphGroups | None:
+    """The groups of two runs of one model (the kernels of either that execute overlapping nodes of the unfused
+    graph), from their configs alone; None when either lacks a readable config, or when they are runs of different
+    models and `force` is on. Runs of different models are refused otherwise."""
+    gb, gn = graphs_of(base), graphs_of(new)
     if gb is None or gn is None:
         return None
     (phases_b, sig_b), (phases_n, sig_n) = gb, gn
@@ -79,8 +105,8 @@ def match_runs(base: Side, new: Side, force: bool = False) -> Matching | None:
         if force:
             return None
         raise InputError(
-            f"{base.profile.source} and {new.profile.source} are runs of different models: "
-            f"{_describe(run_config(base.profile.meta))} vs {_describe(run_config(new.profile.meta))} "
+            f"{base.source} and {new.source} are runs of different models: "
+            f"{_describe(run_config(base.meta))} vs {_describe(run_config(new.meta))} "
             f"({len(sig_b)} vs {len(sig_n)} kernels per step unfused). `atbprof diff` compares runs of one model "
             "(fusion, device, execution or workload may differ): re-run one of them with the other's `model` section, "
             "or pass --force to compare them op by op anyway"
@@ -126,15 +152,11 @@ def match_runs(base: Side, new: Side, force: bool = False) -> Matching | None:
             )
         luts_b[phase] = np.array([code[c] for c in comp_b] + [-1], dtype=np.int64)
         luts_n[phase] = np.array([code[c] for c in comp_n] + [-1], dtype=np.int64)
-    base_group = _per_op(base, luts_b)
-    new_group = _per_op(new, luts_n)
-    pairs, how = pair_frames(base.charges.frame_step, new.charges.frame_step, base.frame_phase, new.frame_phase)
-    return Matching("graph", base_group, new_group, groups, pairs, (f"steps paired {how}",))
+    return groups, luts_b, luts_n
 
 
-def _per_op(side: Side, luts: dict[str, np.ndarray]) -> np.ndarray:
-    node = side.per_op("node_id")
-    codes, names = side.codes("phase")
+def groups_of_ops(node: np.ndarray, codes: np.ndarray, names: list[str], luts: dict[str, np.ndarray]) -> np.ndarray:
+    """The group code of each op of a run (-1: none) from its graph node id and its phase (codes into `names`)."""
     out = np.full(len(node), -1, dtype=np.int64)
     for code, name in enumerate(names):
         lut = luts.get(name)

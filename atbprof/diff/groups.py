@@ -2,7 +2,8 @@
 work in one step (1:1 for an unchanged kernel, N:1 for a fusion, 1:N for a split, N:0 / 0:N for removed / added).
 
 Both matchers (runs of ours: graphs.py; any input: align.py) produce a `Matching`: a group code for every op of
-each side (timeline order, -1 = not matched) and one `GroupInfo` per code. Frames are paired by `pairs`.
+each side (timeline order, -1 = not matched; none kept for runs read in parts, whose ops are summed per frame as
+they are read) and one `GroupInfo` per code. Frames are paired by `pairs`.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ class GroupInfo:
 @dataclass(frozen=True)
 class Matching:
     method: str  # "graph" (runs of ours: the unfused graph's node ids) | "alignment"
-    base_group: np.ndarray  # per base op, timeline order
-    new_group: np.ndarray
+    base_group: np.ndarray | None  # per base op, timeline order (None: summed as read, diff/parts.py)
+    new_group: np.ndarray | None
     groups: list[GroupInfo]
     pairs: np.ndarray  # (k, 2): base frame, new frame
     notes: tuple[str, ...] = ()

@@ -7,12 +7,11 @@ a diff's base and new figures equal what `analyze` reports for each input alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from atbprof.analyze.categories import CATEGORY_NAMES, ROLES_RULE, by_blocks, by_roles
-from atbprof.analyze.charges import Charges, charge, frame_of_ops, frame_overhead
+from atbprof.analyze.charges import Charges, charge, frame_of_ops
 from atbprof.analyze.detect import detect_kernels
 from atbprof.analyze.patterns import PatternSet
 from atbprof.analyze.training import training_phases
@@ -22,40 +21,19 @@ from atbprof.importers.base import Profile
 OTHER = CATEGORY_NAMES.index("other")
 
 
-class PerOpColumns(Protocol):
-    """Columns of the ops by name: an OpView (view order), or the few a diff of runs read in parts holds
-    (diff/parts.py, timeline order)."""
-
-    def ints(self, name: str, positions: np.ndarray | None = None, fill: int = -1) -> np.ndarray: ...
-
-    def codes(self, name: str) -> tuple[np.ndarray, list[str]]: ...
-
-
 @dataclass(frozen=True)
-class Timeline:
-    """What a diff reads of an input's charges (analyze/charges.Charges, ~64 bytes per op): per op, timeline order,
-    its charged and kernel time; per step frame its first op, step and wall."""
+class OpCharges:
+    """Per op of a table held whole, timeline order: its charged and kernel time (float ns), and where each step
+    frame's ops start."""
 
-    charged: np.ndarray  # float ns
-    dur: np.ndarray  # float ns
+    charged: np.ndarray
+    dur: np.ndarray
     frame_starts: np.ndarray
-    frame_step: np.ndarray
-    wall: np.ndarray  # float ns
-    outside_ops: int = 0
-    order: np.ndarray | None = None  # timeline position -> position in `Side.view` (None: the same)
-
-    @classmethod
-    def of(cls, ch: Charges) -> Timeline:
-        return cls(ch.charged, ch.dur, ch.frame_starts, ch.frame_step, ch.wall, ch.outside_ops, ch.order)
+    order: np.ndarray | None = None  # timeline position -> view position (None: the same)
 
     def tl(self, view_order: np.ndarray) -> np.ndarray:
         """A per-op array in view order, in timeline order."""
         return view_order if self.order is None else view_order[self.order]
-
-    @property
-    def overhead(self) -> np.ndarray:
-        """Per frame, the wall no op is charged (analyze/charges.Charges.overhead)."""
-        return frame_overhead(self.wall, self.charged, self.frame_starts) if len(self.frame_starts) else self.wall
 
     @property
     def frame_of_op(self) -> np.ndarray:
@@ -64,13 +42,39 @@ class Timeline:
 
 
 @dataclass(frozen=True)
+class Timeline:
+    """What a diff reads of an input's charges (analyze/charges.Charges, ~64 bytes per op): per step frame its step,
+    wall and the wall no op is charged (host lead-in and sync, unexplained idle); per op, where the table is held
+    whole, its charges (`ops`; None for a run read in parts, diff/parts.py, which sums them as it reads)."""
+
+    frame_step: np.ndarray
+    wall: np.ndarray  # float ns
+    overhead: np.ndarray  # float ns
+    outside_ops: int = 0
+    ops: OpCharges | None = None
+
+    @classmethod
+    def of(cls, ch: Charges) -> Timeline:
+        held = OpCharges(ch.charged, ch.dur, ch.frame_starts, ch.order)
+        return cls(ch.frame_step, ch.wall, ch.overhead, ch.outside_ops, held)
+
+
+@dataclass(frozen=True)
+class HeldOps:
+    """The ops of a table held whole: their columns (view order), charges and categories (timeline order)."""
+
+    view: OpView
+    charges: OpCharges
+    category: np.ndarray  # per op: index into CATEGORY_NAMES
+
+
+@dataclass(frozen=True)
 class Side:
-    """A profile prepared for diffing. Per-op arrays are in timeline order (`charges.order` maps to the view)."""
+    """A profile prepared for diffing: per step frame its figures; per op (`held`) the ops of a table held whole,
+    or None for a run read in parts (diff/parts.py)."""
 
     profile: Profile  # its ops: the table read whole, or none (an empty table) when read in parts
-    view: PerOpColumns
     charges: Timeline
-    category: np.ndarray  # per op: index into CATEGORY_NAMES
     categories_rule: str
     frame_phase: list[str]  # per frame
     frame_tokens: np.ndarray  # tokens produced per frame (batch size in decode; 1 when the profile does not say)
@@ -78,6 +82,7 @@ class Side:
     tokens_known: bool
     ops: int  # ops of the input
     ours: bool  # a run of ours whose ops name their graph nodes (matched exactly, diff/graphs.py)
+    held: HeldOps | None
     step_kind: str = "inference"  # training (backward kernels) | host (framework ops only) | inference
 
     @property
@@ -97,6 +102,16 @@ class Side:
             return True  # runs written before jitter existed are exact
         return not any(jitter.get(k) for k in ("kernel_cv", "host_cv"))
 
+    @property
+    def frames(self) -> int:
+        return len(self.frame_phase)
+
+    def op_arrays(self) -> HeldOps:
+        """The ops of a table held whole (the matchers and the sums read them)."""
+        if self.held is None:
+            raise AssertionError(f"{self.profile.source}: read in parts, its ops are not held")
+        return self.held
+
     def frames_of(self, phase: str) -> np.ndarray:
         """Frame numbers of a phase (`all`: every frame)."""
         if phase == "all":
@@ -105,12 +120,20 @@ class Side:
 
     def per_op(self, column: str, fill: int = -1) -> np.ndarray:
         """An integer column per op, timeline order."""
-        return self.charges.tl(self.view.ints(column, fill=fill))
+        held = self.op_arrays()
+        return held.charges.tl(held.view.ints(column, fill=fill))
 
     def codes(self, column: str) -> tuple[np.ndarray, list[str]]:
         """Dictionary codes of a string column per op (timeline order) and the values."""
-        codes, names = self.view.codes(column)
-        return self.charges.tl(codes), names
+        held = self.op_arrays()
+        codes, names = held.view.codes(column)
+        return held.charges.tl(codes), names
+
+
+def category_ns(frame_of_op: np.ndarray, category: np.ndarray, charged: np.ndarray, frames: int) -> np.ndarray:
+    """frames x categories: the ops' charged time (timeline order) per frame and category."""
+    k = len(CATEGORY_NAMES)
+    return np.bincount(frame_of_op * k + category, weights=charged, minlength=frames * k).reshape(frames, k)
 
 
 def step_frames_of(profile: Profile) -> str:
@@ -154,29 +177,28 @@ def measure(
         kind = "training"
     ours = profile.kind == "atbprof-run" and has_values(profile.ops, "node_id")
     phases = [ch.phase_names[c] for c in ch.frame_phase.tolist()]
-    return side_of(profile, view, Timeline.of(ch), phases, category, rule, profile.ops.num_rows, ours, kind)
+    timeline = Timeline.of(ch)
+    assert timeline.ops is not None
+    held = HeldOps(view, timeline.ops, category)
+    per = category_ns(held.charges.frame_of_op, category, ch.charged, len(ch.frame_starts))
+    return side_of(profile, timeline, phases, per, rule, profile.ops.num_rows, ours, held, kind)
 
 
 def side_of(
     profile: Profile,
-    view: PerOpColumns,
     timeline: Timeline,
     phases: list[str],
-    category: np.ndarray,
+    per_category: np.ndarray,
     rule: str,
     ops: int,
     ours: bool,
+    held: HeldOps | None,
     kind: str = "inference",
 ) -> Side:
-    """A Side of charged ops (timeline order), their frames' phases and the ops' categories: the per-frame figures
-    and tokens added."""
-    n_frames = len(timeline.frame_starts)
-    k = len(CATEGORY_NAMES)
-    per = np.bincount(timeline.frame_of_op * k + category, weights=timeline.charged, minlength=n_frames * k).reshape(
-        n_frames, k
-    )
-    per[:, OTHER] += timeline.overhead
-    tokens = np.ones(n_frames, dtype=np.float64)
+    """A Side of its frames (their phases, their ops' charged time per category): the frames' overhead counted in
+    `other`, and the tokens each produced."""
+    per_category[:, OTHER] += timeline.overhead
+    tokens = np.ones(len(phases), dtype=np.float64)
     known = False
     if profile.steps is not None and profile.steps.num_rows and "tokens" in profile.steps.column_names:
         s_step = int_column(profile.steps, "step")
@@ -188,7 +210,7 @@ def side_of(
         per_step = np.where(np.array(phases, dtype=object) == "prefill", batch, s_tok[at])
         tokens = np.where(ok, per_step, 1).astype(np.float64)
         known = bool(ok.all())
-    return Side(profile, view, timeline, category, rule, phases, tokens, per, known, ops, ours, kind)
+    return Side(profile, timeline, rule, phases, tokens, per_category, known, ops, ours, held, kind)
 
 
 def _batch(profile: Profile) -> int:

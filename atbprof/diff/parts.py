@@ -15,16 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
-from atbprof.analyze.categories import ROLES_RULE, by_roles
-from atbprof.analyze.charges import charge, launch_latency_ns
+from atbprof.analyze.categories import CATEGORY_NAMES, ROLES_RULE, by_roles
+from atbprof.analyze.charges import Charges, charge, launch_latency_ns
 from atbprof.analyze.chunked import CHUNK_OPS, CHUNKED_FROM
 from atbprof.analyze.patterns import PatternSet
 from atbprof.analyze.view import OpView
 from atbprof.arrays import distinct
-from atbprof.diff.graphs import graphs_of
+from atbprof.diff.frame_sums import FrameSums, Rows, charges_per_group, frame_sums
+from atbprof.diff.graphs import graphs_of, groups_of_ops
 from atbprof.diff.like import check_workloads, workload_of
-from atbprof.diff.measure import Side, Timeline, common_step_definition, side_of
+from atbprof.diff.measure import Side, Timeline, category_ns, common_step_definition, side_of
 from atbprof.heap import release_freed
 from atbprof.importers.base import Profile, import_warnings
 
@@ -57,27 +59,6 @@ class Plan:
     chunks: list[list[int]]
     ops: int
     recorded: dict[str, bool]
-
-
-@dataclass(frozen=True)
-class HeldColumns:
-    """The columns of a run read in parts that a diff reads per op after charging, timeline order: node ids
-    (int32, -1 where none) and phase codes into `phase_names` (int16, -1 where none)."""
-
-    node_id: np.ndarray
-    phase: np.ndarray
-    phase_names: list[str]
-
-    def ints(self, name: str, positions: np.ndarray | None = None, fill: int = -1) -> np.ndarray:
-        if name != "node_id":
-            raise KeyError(f"{name}: not held by a run diffed in parts")
-        values = self.node_id if positions is None else self.node_id[positions]
-        return values if fill == -1 else np.where(values == -1, fill, values)
-
-    def codes(self, name: str) -> tuple[np.ndarray, list[str]]:
-        if name != "phase":
-            raise KeyError(f"{name}: not held by a run diffed in parts")
-        return self.phase, self.phase_names
 
 
 def _plan(path: Path, from_ops: int, part_ops: int) -> Plan | None:
@@ -118,65 +99,87 @@ def plan_parts(
     return a, b
 
 
-def measure_in_parts(plan: Plan, launches: tuple[bool, int]) -> tuple[Side, list[str]]:
-    """A side of a diff from a run read in parts (`launches` as for diff/measure.measure), and the run's op types."""
+def measure_in_parts(
+    plan: Plan, launches: tuple[bool, int], luts: dict[str, np.ndarray], rows: Rows
+) -> tuple[Side, FrameSums, list[str]]:
+    """A side of a diff from a run read in parts (`launches` as for diff/measure.measure), its ops summed per frame
+    by `rows` as they are read (`luts`: its groups, diff/graphs.graph_groups), and the run's op types."""
     from atbprof.optable.schema import read_ops_chunks
 
-    use, latency = launches
     profile = plan.profile
-    n = plan.ops
-    charged, dur = np.empty(n, np.float64), np.empty(n, np.float64)
-    node, phase, category = np.empty(n, np.int32), np.empty(n, np.int16), np.empty(n, np.int8)
-    starts: list[np.ndarray] = []
     steps: list[np.ndarray] = []
     walls: list[np.ndarray] = []
+    overhead: list[np.ndarray] = []
+    per_category: list[np.ndarray] = []
+    sums: list[tuple[np.ndarray, ...]] = []
+    first_frame: list[int] = []  # per part
     frame_phase: list[str] = []
-    phase_names: dict[str, int] = {}
     types: dict[str, None] = {}
-    at = outside = 0
+    ops = outside = 0
     for part in read_ops_chunks(plan.ops_path, plan.chunks, columns=PART_COLUMNS):
-        view = OpView.build(part)
-        ch = charge(view, profile.steps, profile.step_frames, latency, use)
-        end = at + len(view)
-        charged[at:end], dur[at:end] = ch.charged, ch.dur
-        node[at:end] = ch.tl(view.ints("node_id"))
-        codes, names = view.codes("phase")
-        lut = np.array([phase_names.setdefault(x, len(phase_names)) for x in names] + [-1], dtype=np.int16)
-        phase[at:end] = lut[ch.tl(codes)]
-        category[at:end] = ch.tl(by_roles(view))
-        starts.append(ch.frame_starts + at)
+        view, ch, group = _charged(part, profile, launches, luts)
+        frames, frame_of_op = len(ch.frame_starts), ch.frame_of_op
+        first_frame.append(len(frame_phase))
+        per_category.append(category_ns(frame_of_op, ch.tl(by_roles(view)), ch.charged, frames))
+        sums.append(frame_sums(frame_of_op, group, ch.charged, ch.dur, frames, rows))
         steps.append(ch.frame_step)
         walls.append(ch.wall)
+        overhead.append(ch.overhead)
         frame_phase += [ch.phase_names[c] for c in ch.frame_phase.tolist()]
         types.update(dict.fromkeys(view.type_names[c] for c in distinct(view.type_codes[view.type_codes >= 0])))
         outside += ch.outside_ops
-        at = end
-        del view, ch, part  # the next part's arrays replace these
-    release_freed()  # the parts' buffers, freed: the other side's should not stack on them
-    if at != n:  # a part's rows are the row groups' less a step carried to the next: they add up
-        raise AssertionError(f"{plan.ops_path}: {at} ops read in parts of {n}")
-    timeline = Timeline(
-        charged,
-        dur,
-        np.concatenate(starts) if starts else np.zeros(0, np.int64),
-        np.concatenate(steps) if steps else np.zeros(0, np.int64),
-        np.concatenate(walls) if walls else np.zeros(0, np.float64),
-        outside,
-    )
-    held = HeldColumns(node, phase, list(phase_names))
-    side = side_of(profile, held, timeline, frame_phase, category, ROLES_RULE, n, profile.kind == "atbprof-run")
-    return side, list(types)
+        ops += len(view)
+        del view, ch, part, group, frame_of_op
+        release_freed()  # the next part's arrays replace these, not stack on them
+    if ops != plan.ops:  # a part's rows are the row groups' less a step carried to the next: they add up
+        raise AssertionError(f"{plan.ops_path}: {ops} ops read in parts of {plan.ops}")
+
+    def group_charges(frame: int) -> tuple[np.ndarray, np.ndarray]:
+        """One frame's charges per group: its part read again (a diff of one step a side tests the instances)."""
+        index = int(np.searchsorted(first_frame, frame, side="right")) - 1
+        for k, part in enumerate(read_ops_chunks(plan.ops_path, plan.chunks, columns=PART_COLUMNS, verify=False)):
+            if k == index:
+                _, ch, group = _charged(part, profile, launches, luts)
+                mine = ch.frame_of_op == frame - first_frame[index]
+                return charges_per_group(group[mine], ch.charged[mine], len(rows.of_group))
+        raise AssertionError(f"{plan.ops_path}: frame {frame} in no part")
+
+    timeline = Timeline(_joined(steps, np.int64), _joined(walls, np.float64), _joined(overhead, np.float64), outside)
+    c, k, n, present, matched, unmatched = (np.concatenate([s[i] for s in sums]) for i in range(6))
+    frame_sums_of = FrameSums(c, k, n, present, matched, unmatched, group_charges)
+    by_category = np.concatenate(per_category) if per_category else np.zeros((0, len(CATEGORY_NAMES)))
+    ours = profile.kind == "atbprof-run"
+    side = side_of(profile, timeline, frame_phase, by_category, ROLES_RULE, ops, ours, None)
+    return side, frame_sums_of, list(types)
 
 
-def measure_runs(plans: tuple[Plan, Plan], patterns: PatternSet, force: bool) -> tuple[Side, Side, list[str], str]:
-    """Both sides of a diff of two runs planned by `plan_parts`, the notes so far and how steps are compared: what
-    diff/api.diff makes of the two tables held whole, before it compares them."""
+def _charged(
+    part: pa.Table, profile: Profile, launches: tuple[bool, int], luts: dict[str, np.ndarray]
+) -> tuple[OpView, Charges, np.ndarray]:
+    """A part's view, its charges and the group of each of its ops (timeline order)."""
+    use, latency = launches
+    view = OpView.build(part)
+    ch = charge(view, profile.steps, profile.step_frames, latency, use)
+    codes, names = view.codes("phase")
+    return view, ch, groups_of_ops(ch.tl(view.ints("node_id")), ch.tl(codes), names, luts)
+
+
+def _joined(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype)
+
+
+def measure_runs(
+    plans: tuple[Plan, Plan], patterns: PatternSet, force: bool, luts: tuple[dict[str, np.ndarray], ...], rows: Rows
+) -> tuple[Side, Side, FrameSums, FrameSums, list[str], str]:
+    """Both sides of a diff of two runs planned by `plan_parts` with their frame sums, the notes so far and how
+    steps are compared: what diff/api.diff makes of the two tables held whole, before it compares them."""
     pb, pn = plans[0].profile, plans[1].profile
     steps_as = common_step_definition(pb, pn)
     recorded = [p.recorded["host_launch_start_ns"] and p.recorded["host_launch_dur_ns"] for p in plans]
     launches = (all(recorded), max(launch_latency_ns(pb.meta), launch_latency_ns(pn.meta)))
-    (a, types_a), (b, types_b) = (measure_in_parts(p, launches) for p in plans)
+    a, sa, types_a = measure_in_parts(plans[0], launches, luts[0], rows)
+    b, sb, types_b = measure_in_parts(plans[1], launches, luts[1], rows)
     # runs of ours ran on Ascend devices, both: no vendor notes
     notes = check_workloads(pb.source, workload_of(types_a, patterns), pn.source, workload_of(types_b, patterns), force)
     notes += [f"{p.source}: {w}" for p in (pb, pn) for w in import_warnings(p)]
-    return a, b, notes, steps_as
+    return a, b, sa, sb, notes, steps_as

@@ -9,46 +9,13 @@ from typing import Any
 import numpy as np
 
 from atbprof.analyze.attribute import NO_DEVICE_OP
-from atbprof.arrays import distinct
+from atbprof.diff.frame_sums import FrameSums, Rows
 from atbprof.diff.groups import GroupInfo, Matching
 from atbprof.diff.measure import Side
-from atbprof.diff.report import By, DiffRow
+from atbprof.diff.report import DiffRow
 from atbprof.diff.stats import Comparison, compare
 
-
-def row_key(g: GroupInfo, by: By) -> str:
-    if by == "category":
-        return g.category
-    if by == "layer":
-        return {-1: "model-level", -2: "(unknown layer)"}.get(g.layer, f"layer {g.layer}")
-    if by == "role":
-        return g.roles or "(no role)"
-    if by == "shape":
-        return f"{g.label()} [{g.shape}]" if g.shape else g.label()
-    return g.label()
-
-
-def _sums(
-    side: Side, group: np.ndarray, pair_of_frame: np.ndarray, row_of_group: np.ndarray, n_pairs: int, n_rows: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(charged, kernel, count) per (pair, row), shape pairs x rows, and the (pair, group) keys present."""
-    pair = pair_of_frame[side.charges.frame_of_op]
-    ok = (pair >= 0) & (group >= 0)
-    p, g = pair[ok], group[ok]
-    idx = p * n_rows + row_of_group[g]
-    size = n_pairs * n_rows
-    charged = np.bincount(idx, weights=side.charges.charged[ok], minlength=size).reshape(n_pairs, n_rows)
-    kernel = np.bincount(idx, weights=side.charges.dur[ok], minlength=size).reshape(n_pairs, n_rows)
-    count = np.bincount(idx, minlength=size).reshape(n_pairs, n_rows).astype(np.float64)
-    return charged, kernel, count, p * len(row_of_group) + g
-
-
-def _instances(side: Side, group: np.ndarray, in_pair: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """(charged µs of each matched group instance, present) on one side over the compared steps."""
-    ok = in_pair & (group >= 0)
-    total = np.bincount(group[ok], weights=side.charges.charged[ok], minlength=n_groups) / 1e3
-    present = np.bincount(group[ok], minlength=n_groups) > 0
-    return total, present
+PAIRS_PER_BLOCK = 1024
 
 
 def _by_instances(c: Comparison, vb: np.ndarray, vn: np.ndarray, threshold: float) -> Comparison:
@@ -67,38 +34,50 @@ def _by_instances(c: Comparison, vb: np.ndarray, vn: np.ndarray, threshold: floa
     return replace(c, ci_low=lo, ci_high=hi, significant=bool(sig), method="paired-t (instances)")
 
 
-def diff_rows(base: Side, new: Side, m: Matching, scope_pairs: np.ndarray, by: By, threshold: float) -> list[DiffRow]:
+def diff_rows(
+    base: Side,
+    new: Side,
+    m: Matching,
+    sums: tuple[FrameSums, FrameSums],
+    rows_of: Rows,
+    scope_pairs: np.ndarray,
+    threshold: float,
+) -> list[DiffRow]:
+    """The rows of the matched groups over the frames of `scope_pairs`, from each side's frame sums."""
     n_pairs, n_groups = len(scope_pairs), len(m.groups)
     if not n_pairs or not n_groups:
         return []
-    pb = np.full(len(base.charges.frame_starts), -1, dtype=np.int64)
-    pn = np.full(len(new.charges.frame_starts), -1, dtype=np.int64)
-    pb[scope_pairs[:, 0]] = np.arange(n_pairs)
-    pn[scope_pairs[:, 1]] = np.arange(n_pairs)
-    # the matchers share one GroupInfo between groups of the same make-up: one key per distinct object
-    key_of = {id(g): row_key(g, by) for g in {id(g): g for g in m.groups}.values()}
-    keys = [key_of[id(g)] for g in m.groups]
-    names = list(dict.fromkeys(keys))
-    position = {k: i for i, k in enumerate(names)}
-    row_of_group = np.array([position[k] for k in keys], dtype=np.int64)
+    names, row_of_group = rows_of.names, rows_of.of_group
     n_rows = len(names)
-    cb, kb, nb, keys_b = _sums(base, m.base_group, pb, row_of_group, n_pairs, n_rows)
-    cn, kn, nn, keys_n = _sums(new, m.new_group, pn, row_of_group, n_pairs, n_rows)
-    # instances: distinct (pair, group) present on either side (a mask, not np.unique: linear in the ops)
-    mask = np.zeros(n_pairs * n_groups, dtype=bool)
-    mask[keys_b] = True
-    mask[keys_n] = True
-    present = np.flatnonzero(mask)
-    used_groups = distinct(present % n_groups)
-    instances = np.bincount(
-        (present // n_groups) * n_rows + row_of_group[present % n_groups], minlength=n_pairs * n_rows
-    ).reshape(n_pairs, n_rows)
-    series = {"cb": cb, "cn": cn, "kb": kb, "kn": kn, "nb": nb, "nn": nn, "inst": instances}
+    sb, sn = sums
+    fb, fn = scope_pairs[:, 0], scope_pairs[:, 1]
+    # instances: the groups either side holds in each pair of frames (a block of pairs at a time: a pair holds a
+    # byte per group unpacked)
+    used = np.zeros(n_groups, dtype=bool)
+    instances = np.zeros((n_pairs, n_rows), dtype=np.int64)
+    members_of = [np.flatnonzero(row_of_group == r) for r in range(n_rows)]
+    for lo in range(0, n_pairs, PAIRS_PER_BLOCK):
+        hi = min(lo + PAIRS_PER_BLOCK, n_pairs)
+        held = sb.holding(fb[lo:hi], n_groups) | sn.holding(fn[lo:hi], n_groups)
+        used |= held.any(axis=0)
+        for r, in_row in enumerate(members_of):
+            instances[lo:hi, r] = held[:, in_row].sum(axis=1)
+    used_groups = np.flatnonzero(used)
+    series = {
+        "cb": sb.charged[fb],
+        "cn": sn.charged[fn],
+        "kb": sb.kernel[fb],
+        "kn": sn.kernel[fn],
+        "nb": sb.count[fb],
+        "nn": sn.count[fn],
+        "inst": instances,
+    }
     exact = base.exact and new.exact
     by_instances = n_pairs < 2 and not exact
-    if by_instances:
-        vb, okb = _instances(base, m.base_group, pb[base.charges.frame_of_op] >= 0, n_groups)
-        vn, okn = _instances(new, m.new_group, pn[new.charges.frame_of_op] >= 0, n_groups)
+    if by_instances:  # one pair of frames
+        vb, okb = sb.group_charges(int(fb[0]))
+        vn, okn = sn.group_charges(int(fn[0]))
+        vb, vn = vb / 1e3, vn / 1e3
     structures: list[set[str]] = [set() for _ in range(n_rows)]
     members: list[GroupInfo | None] = [None] * n_rows
     for g in used_groups.tolist():

@@ -405,10 +405,13 @@ def verify_pages(
         return
     try:
         pages = pq.ParquetFile(path, page_checksum_verification=True)
-        # batches of 64 k rows: the list column (fused_from) decodes 2-3x slower in batches of a million
-        for _ in pages.iter_batches(batch_size=1 << 16, row_groups=row_groups, columns=columns, use_threads=True):
-            if stop is not None and stop.is_set():
-                return
+        # batches of 64 k rows: the list column (fused_from) decodes 2-3x slower in batches of a million. A row
+        # group at a time: one reader over all of them held ~700 MB more on a 659 MB file (21 M ops, times that do
+        # not compress), the whole file's worth; per group ~40 MB, and no slower (2.9 against 3.8 s)
+        for group in range(pages.num_row_groups) if row_groups is None else row_groups:
+            for _ in pages.iter_batches(batch_size=1 << 16, row_groups=[group], columns=columns, use_threads=True):
+                if stop is not None and stop.is_set():
+                    return
     except (pa.ArrowException, OSError) as err:
         raise InputError(f"{path}: damaged ({err}); re-create the run with `atbprof run`") from None
 

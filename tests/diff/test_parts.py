@@ -6,14 +6,13 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from atbprof.config import load_config
 from atbprof.diff.api import diff, diff_paths
-from atbprof.diff.parts import HeldColumns, plan_parts
+from atbprof.diff.parts import plan_parts
 from atbprof.errors import InputError
 from atbprof.importers.detect import load_profile
 from atbprof.render.diff import diff_json
@@ -104,14 +103,3 @@ def test_small_runs_several_devices_renames_and_other_models_are_read_whole(runs
         diff_paths(a, other, parts_from=0)
     forced = diff_paths(a, other, parts_from=0, force=True).report
     assert forced.matching.method == "alignment"
-
-
-def test_held_columns_hold_node_ids_and_phases_only() -> None:
-    held = HeldColumns(np.array([3, -1, 5], np.int32), np.array([0, 0, 1], np.int16), ["prefill", "decode"])
-    assert held.ints("node_id", fill=-2).tolist() == [3, -2, 5]
-    assert held.ints("node_id", np.array([2])).tolist() == [5]
-    assert held.codes("phase")[1] == ["prefill", "decode"]
-    with pytest.raises(KeyError, match="op_type"):
-        held.codes("op_type")
-    with pytest.raises(KeyError, match="layer"):
-        held.ints("layer")
