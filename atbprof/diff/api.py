@@ -118,7 +118,7 @@ def diff(
             p = replace(p, ops=framework_timeline(p.framework), meta={**p.meta, "host_timeline": True})
             notes.append(f"{p.source}: no device kernels; its top-level framework ops (host) are compared")
         sides.append(measure(p, patterns, steps_as, launches))
-    return compare_sides(
+    return _compare_sides(
         base,
         new,
         sides[0],
@@ -136,7 +136,7 @@ def diff(
     )
 
 
-def compare_sides(
+def _compare_sides(
     base: Profile,
     new: Profile,
     a: Side,
@@ -286,13 +286,13 @@ def diff_paths(
         from atbprof.outputs import check_output_file
 
         check_output_file(trace, "diff-trace", force=force, inputs=[base, new])
-    # diff compares device kernels (framework ops are read only when a trace has none); the two inputs load side
-    # by side (gunzip and the JSON decoders run partly outside the GIL); the base's error wins if both fail
-    # a run of ours is read with the columns diff uses (a 4 M-op table whole is ~1.9 GB); --trace draws them all
-    if trace is None and not options.get("name_map"):
+    if trace is None and not options.get("name_map"):  # a trace draws the ops, renamed kernels align them
         plans = plan_parts(base, new, part_ops=part_ops, parts_from=parts_from)
         if plans is not None:
             return _diff_planned(plans, force=force, **options)  # type: ignore[arg-type]
+    # diff compares device kernels (framework ops are read only when a trace has none); the two inputs load side
+    # by side (gunzip and the JSON decoders run partly outside the GIL); the base's error wins if both fail
+    # a run of ours is read with the columns diff uses (a 4 M-op table whole is ~1.9 GB); --trace draws them all
     columns = None if trace is not None else DIFF_COLUMNS
     with ThreadPoolExecutor(max_workers=2) as pool:
         loading = [pool.submit(load_profile, path, framework=False, columns=columns) for path in (base, new)]
@@ -337,7 +337,7 @@ def _diff_planned(
     groups, luts_b, luts_n = found
     rows_of = Rows.of(groups, by or "op-type")  # runs of ours ran on one vendor's devices: by op type unless asked
     a, b, sums_b, sums_n, notes, steps_as = measure_runs(plans, patterns, force, (luts_b, luts_n), rows_of)
-    return compare_sides(
+    return _compare_sides(
         plans[0].profile,
         plans[1].profile,
         a,

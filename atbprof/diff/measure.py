@@ -43,20 +43,18 @@ class OpCharges:
 
 @dataclass(frozen=True)
 class Timeline:
-    """What a diff reads of an input's charges (analyze/charges.Charges, ~64 bytes per op): per step frame its step,
-    wall and the wall no op is charged (host lead-in and sync, unexplained idle); per op, where the table is held
-    whole, its charges (`ops`; None for a run read in parts, diff/parts.py, which sums them as it reads)."""
+    """What a diff reads of an input's charges per step frame (analyze/charges.Charges): its step, its wall and the
+    wall no op is charged (host lead-in and sync, unexplained idle). The ops' own charges, where the table is held
+    whole, are the Side's `held`."""
 
     frame_step: np.ndarray
     wall: np.ndarray  # float ns
     overhead: np.ndarray  # float ns
     outside_ops: int = 0
-    ops: OpCharges | None = None
 
     @classmethod
     def of(cls, ch: Charges) -> Timeline:
-        held = OpCharges(ch.charged, ch.dur, ch.frame_starts, ch.order)
-        return cls(ch.frame_step, ch.wall, ch.overhead, ch.outside_ops, held)
+        return cls(ch.frame_step, ch.wall, ch.overhead, ch.outside_ops)
 
 
 @dataclass(frozen=True)
@@ -178,8 +176,7 @@ def measure(
     ours = profile.kind == "atbprof-run" and has_values(profile.ops, "node_id")
     phases = [ch.phase_names[c] for c in ch.frame_phase.tolist()]
     timeline = Timeline.of(ch)
-    assert timeline.ops is not None
-    held = HeldOps(view, timeline.ops, category)
+    held = HeldOps(view, OpCharges(ch.charged, ch.dur, ch.frame_starts, ch.order), category)
     per = category_ns(held.charges.frame_of_op, category, ch.charged, len(ch.frame_starts))
     return side_of(profile, timeline, phases, per, rule, profile.ops.num_rows, ours, held, kind)
 

@@ -103,3 +103,27 @@ def test_small_runs_several_devices_renames_and_other_models_are_read_whole(runs
         diff_paths(a, other, parts_from=0)
     forced = diff_paths(a, other, parts_from=0, force=True).report
     assert forced.matching.method == "alignment"
+
+
+def test_the_cli_diffs_large_runs_in_parts(runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`atbprof diff` takes the parts path for runs it plans in parts, and prints what the whole tables give."""
+    from typer.testing import CliRunner
+
+    import atbprof.diff.api as api
+    from atbprof.commands import app
+
+    a, b = _pair(runs, "seed")
+    formats = ("json", "md", "rich")
+    whole = [CliRunner().invoke(app, ["diff", str(a), str(b), "--format", f]).output for f in formats]
+    seen: list[Path] = []
+    real = api.plan_parts
+
+    def in_parts(base: Path, new: Path, **_: object) -> object:
+        seen.append(base)
+        return real(base, new, part_ops=1, parts_from=0)
+
+    monkeypatch.setattr(api, "plan_parts", in_parts)
+    parts = [CliRunner().invoke(app, ["diff", str(a), str(b), "--format", f]).output for f in formats]
+    assert seen == [a] * len(formats)
+    assert parts == whole
+    assert '"significant"' in whole[0]
