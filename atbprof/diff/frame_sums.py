@@ -101,7 +101,8 @@ def sums_of_ops(
     """The FrameSums of a side whose ops are held (timeline order)."""
 
     def group_charges(frame: int) -> tuple[np.ndarray, np.ndarray]:
-        return charges_per_group(group[frame_of_op == frame], charged[frame_of_op == frame], len(rows.of_group))
+        mine = frame_of_op == frame
+        return charges_per_group(group[mine], charged[mine], len(rows.of_group))
 
     return FrameSums(*frame_sums(frame_of_op, group, charged, dur, frames, rows), group_charges)
 
