@@ -129,17 +129,15 @@ def load() -> str:
 
 
 def bench_kineto(py: Path, repeat: int, out: Path | None = None) -> None:
-    """Both sides warm (one untimed call each) and in turn, a call of ours then one of HTA's, `repeat` rounds: a
-    drift of the machine's speed hits both alike. Medians."""
+    """Both sides warm and in turn, `repeat` rounds of an untimed then a timed call of ours, then the same of HTA's
+    (in a process of its own each round): a drift of the machine's speed hits both alike, and each timed call comes
+    right after its side's untimed one. Medians."""
     print("1. Kineto import: atbprof vs HolisticTraceAnalysis parse_trace_file (median wall / CPU seconds, in turn)")
     rows = []
     for name in KINETO:
         trace = SHARED / "traces" / name
         before = load()
-        load_profile(trace)
-        rounds = [
-            (*median_times(lambda t=trace: load_profile(t), 1), *hta_seconds(py, trace, 1)) for _ in range(repeat)
-        ]
+        rounds = [(*warm_seconds(trace), *hta_seconds(py, trace, 1)) for _ in range(repeat)]
         ours, ours_cpu, theirs, theirs_cpu = (statistics.median(r[i] for r in rounds) for i in range(4))
         print(
             f"   {name:50s} atbprof {ours:.3f} / {ours_cpu:.3f} s  HTA {theirs:.3f} / {theirs_cpu:.3f} s  "
@@ -150,6 +148,12 @@ def bench_kineto(py: Path, repeat: int, out: Path | None = None) -> None:
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"bench": "kineto", "rows": rows}, indent=1) + "\n")
+
+
+def warm_seconds(trace: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one import of ours right after an untimed one, as HTA's side is timed."""
+    load_profile(trace)
+    return median_times(lambda: load_profile(trace), 1)
 
 
 def bench_qwen3(repeat: int) -> None:

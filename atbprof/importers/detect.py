@@ -7,7 +7,7 @@ Ascend vs Kineto by the process_name metadata inside), CSV by its header line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from atbprof.errors import InputError
@@ -117,7 +117,7 @@ def _load_file(path: Path, framework: bool = True, columns: Sequence[str] | None
         raw = read_bytes(path)
         streamed = inflate_and_scan(path, raw, _is_json, _HEAD)
         if streamed is not None:
-            return _json_profile(path, streamed[0], framework, streamed[1])
+            return _json_profile(path, streamed.document, framework, streamed.events)
     head, data = _read_head(path, raw)
     if head.startswith(_PARQUET):
         ops = read_ops(path, columns=columns)
@@ -137,7 +137,7 @@ def _load_file(path: Path, framework: bool = True, columns: Sequence[str] | None
         fast = _fast_kineto(path, data, framework)
         if fast is not None:
             return fast
-        return _json_profile(path, data, framework)
+        return _json_profile(path, lambda: data, framework)
     return _load_csv(path, head, data)
 
 
@@ -146,13 +146,15 @@ def _is_json(head: bytes) -> bool:
     return b"\x00" not in head and head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{"
 
 
-def _json_profile(path: Path, data: bytes, framework: bool, scanned: TraceEvents | None = None) -> Profile:
+def _json_profile(
+    path: Path, document: Callable[[], bytes], framework: bool, scanned: TraceEvents | None = None
+) -> Profile:
     """A JSON trace: from the scanner's columns where it read them and they are a Kineto trace, else the general
-    path (which reads every valid trace and explains every invalid one)."""
+    path (which reads every valid trace and explains every invalid one) on the `document`'s bytes."""
     fast = _scanned_profile(path, scanned, framework) if scanned is not None else None
     if fast is not None:
         return fast
-    trace = load_trace(path, data)
+    trace = load_trace(path, document())
     return _ascend_profile(path, trace) if is_ascend_trace(trace) else _kineto_profile(path, trace, framework)
 
 

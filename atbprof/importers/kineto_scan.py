@@ -5,14 +5,17 @@ Like kineto_decode.py (msgspec, the next path when this one declines), it only s
 the scanner or this module meets something unexpected it returns None, and the caller tries the next path. Codes:
 strings and raw JSON values are interned by the scanner, so `name`, `cat`, `pid`, ... are int codes into one list
 of distinct values, and columns are built once per distinct value. Event `i` as a dict (for messages) is parsed
-again from its bytes on demand.
+again from its bytes on demand (a gzip trace's bytes inflated again then: the stream does not keep them).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +111,7 @@ def scan_kineto(path: Path, data: bytes) -> ScannedEvents | None:
     if not _utf8(data):
         return None
     cols = native.scan_kineto(data)
-    return None if cols is None else _events(path, data, cols)
+    return None if cols is None else _events(path, lambda: data, cols)
 
 
 PIECE = 8 << 10
@@ -116,57 +119,85 @@ PIECE = 8 << 10
 cache)."""
 MARGIN = 64 << 10
 """Bytes the scanner waits for ahead of each item (an event is well under 1 kB), so that an item is seldom cut by
-the edge of what has arrived (a cut one is read again once the whole document has)."""
+the edge of what has arrived (a cut one is read again once more has)."""
+WINDOW = 1 << 20
+"""Bytes of the inflated document held at a time (stream.h; more only while one item needs it)."""
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """What inflate_and_scan read: the trace (None where the scanner declined it: the general path reads the
+    bytes) and the inflated bytes, made again when asked for (the stream held a window of them at a time)."""
+
+    events: ScannedEvents | None
+    document: Callable[[], bytes]
 
 
 def inflate_and_scan(
-    path: Path, raw: bytes, wants: Callable[[bytes], bool], head_size: int, piece: int = PIECE, margin: int = MARGIN
-) -> tuple[bytes, ScannedEvents | None] | None:
+    path: Path,
+    raw: bytes,
+    wants: Callable[[bytes], bool],
+    head_size: int,
+    piece: int = PIECE,
+    margin: int = MARGIN,
+    window: int = WINDOW,
+) -> Streamed | None:
     """A gzip trace inflated by a second thread while the scanner reads what has arrived (on two cores the two take
     the time of the slower instead of their sum; the scanner waits where it catches up, stream.h).
 
     `wants`: given the first `head_size` inflated bytes (all of them if fewer), is the file for the scanner? Returns
-    (the inflated bytes, the trace or None where the scanner declined: the general path reads the bytes), or None
-    where this path does not serve: no scanner, not one gzip member of the size its trailer gives within the
+    None where this path does not serve: no scanner, not one gzip member of the size its trailer gives within the
     bounds, a head `wants` refuses, damaged data. The caller then reads the file the usual way (gunzip explains).
-    `piece`, `margin`: see PIECE and MARGIN (the tests make items cut at the edge common).
+    `piece`, `margin`, `window`: see PIECE, MARGIN and WINDOW (the tests make items cut at the edge common).
     """
     size = gzip_size(raw) if native is not None else None
     if size is None:
         return None
     assert native is not None
-    stream = native.stream_new(size)
     pieces = inflate_exactly(raw, size, piece)
-    head, fed = [], 0
+    head, held = [], 0
     try:
-        while fed < min(head_size, size):
-            chunk = next(pieces)
-            native.stream_feed(stream, chunk)
-            head.append(chunk)
-            fed += len(chunk)
+        while held < min(head_size, size):
+            head.append(next(pieces))
+            held += len(head[-1])
     except (StopIteration, ValueError, *INFLATE_ERRORS):
         return None
     if not wants(b"".join(head)[:head_size]):
         return None
+    stream = native.stream_new(size, window)
     failure: list[BaseException] = []
-    feeder = threading.Thread(target=_feed, args=(stream, pieces, failure), daemon=True)
+    feeder = threading.Thread(target=_feed, args=(stream, itertools.chain(head, pieces), failure), daemon=True)
     feeder.start()
-    got = native.scan_stream(stream, margin)
-    feeder.join()
+    try:
+        got = native.scan_stream(stream, margin)
+    finally:
+        native.stream_close(stream)  # the feeder waits for room no more, whatever happened here
+        feeder.join()
     if failure:
         raise failure[0]
     if got is None:
         return None
-    data, cols = got
-    if cols is None or not _utf8(data):
-        return data, None
-    return data, _events(path, data, cols)
+    document = _inflated(raw)
+    return Streamed(None if got is False else _events(path, document, got), document)
+
+
+def _inflated(raw: bytes) -> Callable[[], bytes]:
+    """The document of a gzip file the stream read whole (one member of the size its trailer gives, within the
+    bounds), inflated once when first asked for: only messages and the general path need its bytes."""
+    held: list[bytes] = []
+
+    def document() -> bytes:
+        if not held:
+            held.append(zlib.decompress(raw, wbits=31))
+        return held[0]
+
+    return document
 
 
 def _feed(stream: object, pieces: Iterator[bytes], failure: list[BaseException]) -> None:
-    """The inflating thread: the rest of the pieces into the stream, which always ends (the scanner waits on it).
-    Run to the end even when the head held every byte: the generator's last checks (one member, ending where the
-    file does) come after its last piece."""
+    """The inflating thread: the pieces into the stream, which always ends (the scanner waits on it). Run to the
+    end even when the scan is over: the generator's last checks (one member, ending where the file does) come
+    after its last piece."""
     assert native is not None
     complete = False
     try:
@@ -192,7 +223,7 @@ def _utf8(data: bytes) -> bool:
     return True
 
 
-def _events(path: Path, data: bytes, cols: dict[str, Any]) -> ScannedEvents | None:
+def _events(path: Path, document: Callable[[], bytes], cols: dict[str, Any]) -> ScannedEvents | None:
     if cols["n"] == 0:
         return None
     ph_codes = np.frombuffer(cols["ph"], np.uint8)
@@ -202,14 +233,15 @@ def _events(path: Path, data: bytes, cols: dict[str, Any]) -> ScannedEvents | No
     dur_ns, has_dur, bad_dur = floats_to_ns(dur)
     if bad_dur.any():
         return None
+    text = cols["top_text"]
     try:
         top = {
-            orjson.loads(b'"' + data[k : k + kl] + b'"'): orjson.loads(data[v : v + vl])
+            orjson.loads(b'"' + text[k : k + kl] + b'"'): orjson.loads(text[v : v + vl])
             for k, kl, v, vl in _quads(cols["top"])
         }
     except orjson.JSONDecodeError:
         return None
-    return ScannedEvents.build(path, data, cols, top, dur_ns, has_dur)
+    return ScannedEvents.build(path, document, cols, top, dur_ns, has_dur)
 
 
 def _int_text(text: str) -> int | None:
@@ -239,7 +271,13 @@ class ScannedEvents(TraceEvents):
 
     @classmethod
     def build(
-        cls, path: Path, data: bytes, cols: dict[str, Any], top: dict[str, Any], dur_ns: np.ndarray, has_dur: np.ndarray
+        cls,
+        path: Path,
+        document: Callable[[], bytes],
+        cols: dict[str, Any],
+        top: dict[str, Any],
+        dur_ns: np.ndarray,
+        has_dur: np.ndarray,
     ) -> ScannedEvents:
         n: int = cols["n"]
         strings: list[str] = cols["strings"]
@@ -254,7 +292,7 @@ class ScannedEvents(TraceEvents):
         args_kind = np.frombuffer(cols["args_kind"], np.uint8)
 
         def event(i: int) -> Any:
-            return orjson.loads(data[span[i, 0] : span[i, 1]])
+            return orjson.loads(document()[span[i, 0] : span[i, 1]])
 
         def args(i: int) -> Any:
             return event(i).get("args") if args_kind[i] else None
@@ -335,15 +373,21 @@ class ScannedEvents(TraceEvents):
         return self._text[field]
 
     def where_prefix(self, field: str, prefix: str) -> np.ndarray:
-        ok = [i for i, s in enumerate(self.strings) if s.startswith(prefix)]
-        return np.isin(self.codes[field], ok) if ok else np.zeros(self.count, bool)
+        return self._with_codes(field, [i for i, s in enumerate(self.strings) if s.startswith(prefix)])
 
     def where(self, field: str, accepted: Iterable[str]) -> np.ndarray:
         wanted = set(accepted)
         if field == "ph":
-            return np.isin(self.ph_codes, [ord(c) for c in wanted if len(c) == 1 and ord(c) < 256])
-        ok = self._codes(wanted)
-        return np.isin(self.codes[field], ok) if ok else np.zeros(self.count, bool)
+            table = np.zeros(256, bool)
+            table[[ord(c) for c in wanted if len(c) == 1 and ord(c) < 256]] = True
+            return table[self.ph_codes]
+        return self._with_codes(field, self._codes(wanted))
+
+    def _with_codes(self, field: str, codes: list[int]) -> np.ndarray:
+        """Bool per event: its `field` has one of these codes (a table lookup: np.isin sorts the events)."""
+        table = np.zeros(len(self.strings) + 1, bool)  # the last entry: a missing value (code -1)
+        table[codes] = True
+        return table[self.codes[field]]
 
     def arg_values(self, key: str, rows: Rows) -> list[Any]:
         field = {"correlation": "correlation", "stream": "stream", "name": "arg_name"}.get(key)

@@ -82,6 +82,7 @@ _TRAILING_COUNTER = re.compile(r"_\d+$")
 _GENERIC = {"Kernel", "Kernel2", "kernel", "device_kernel", "kentry"}
 """Wrappers that name nothing: the kernel is their first template argument (cutlass::Kernel<Op>, ck_tile::kentry)."""
 _CLOSE = {")": "(", ">": "<"}
+_BRACKET_OR_SPACE = re.compile(r"[()<> ]")
 
 
 def _function_name(text: str) -> str:
@@ -90,7 +91,8 @@ def _function_name(text: str) -> str:
     `>` inside parentheses is a comparison, not the end of a template argument list."""
     stack: list[str] = []
     start = 0
-    for i, ch in enumerate(text):
+    for m in _BRACKET_OR_SPACE.finditer(text):  # only these characters matter: names run to thousands of others
+        i, ch = m.start(), m.group()
         if ch in "(<":
             if ch == "(" and not stack:
                 return text[start:i].strip()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from atbprof.importers.optypes import ascend_op_type
+from atbprof.importers.optypes import _function_name, ascend_op_type
 from tests.importers.conftest import ASCEND, shared
 
 
@@ -72,3 +74,24 @@ def test_rules_agree_with_recorded_types_on_real_samples() -> None:
         ("StatelessDropOutGenMask", "DSAStatelessGenBitMask"),
         ("MatMulV5", "MatMulV3"),  # the hand-edited advisor fixture
     }
+
+
+def _function_name_by_char(text: str) -> str:
+    """_function_name as a walk over every character (what it skips to the brackets and spaces must not matter)."""
+    stack: list[str] = []
+    start = 0
+    for i, ch in enumerate(text):
+        if ch in "(<":
+            if ch == "(" and not stack:
+                return text[start:i].strip()
+            stack.append(ch)
+        elif ch in ")>" and stack and stack[-1] == {")": "(", ">": "<"}[ch]:
+            stack.pop()
+        elif ch == " " and not stack:
+            start = i + 1
+    return text[start:].strip()
+
+
+@given(st.text(st.sampled_from("()<> ab:,_1\t"), max_size=40))
+def test_function_name_reads_only_brackets_and_spaces(text: str) -> None:
+    assert _function_name(text) == _function_name_by_char(text)

@@ -1,5 +1,6 @@
 /* The scanner's data structures: growable C arrays (the columns) and an interner (a byte span -> a dense code, so
-that each distinct string or raw value becomes one Python object at the end). Used by scan.c only. */
+that each distinct string or raw value becomes one Python object at the end). The interner keeps a copy of each
+distinct span (the scanner's window moves on, stream.h). Used by scan.c only. */
 #ifndef ATBPROF_INTERN_H
 #define ATBPROF_INTERN_H
 
@@ -41,8 +42,16 @@ typedef struct {
     uint64_t hash;
 } Span;
 
+/* Copies of the distinct spans, in blocks that never move (spans point into them). */
+typedef struct Block {
+    struct Block *next;
+    size_t used, cap;
+    char data[];
+} Block;
+
 typedef struct {
-    Span *spans;     /* code -> span */
+    Span *spans;     /* code -> span (a copy, in blocks) */
+    Block *blocks;   /* the newest first */
     size_t count, spans_cap;
     int32_t *slots;  /* open addressing, -1 empty */
     size_t mask;
@@ -50,6 +59,7 @@ typedef struct {
 
 static inline int interner_init(Interner *t) {
     t->count = 0;
+    t->blocks = NULL;
     t->spans_cap = 256;
     t->spans = malloc(sizeof(Span) * t->spans_cap);
     t->mask = 1023;
@@ -62,6 +72,29 @@ static inline int interner_init(Interner *t) {
 static inline void interner_free(Interner *t) {
     free(t->spans);
     free(t->slots);
+    while (t->blocks) {
+        Block *next = t->blocks->next;
+        free(t->blocks);
+        t->blocks = next;
+    }
+}
+
+/* A lasting copy of `len` bytes; NULL: no memory. */
+static inline const char *interner_copy(Interner *t, const char *p, size_t len) {
+    Block *b = t->blocks;
+    if (!b || b->cap - b->used < len) {
+        size_t cap = len > 65536 ? len : 65536;
+        b = malloc(sizeof(Block) + cap);
+        if (!b) return NULL;
+        b->next = t->blocks;
+        b->used = 0;
+        b->cap = cap;
+        t->blocks = b;
+    }
+    char *at = b->data + b->used;
+    if (len) memcpy(at, p, len);
+    b->used += len;
+    return at;
 }
 
 static inline uint64_t hash_bytes(const char *p, size_t n) {
@@ -115,8 +148,10 @@ static inline int32_t intern(Interner *t, const char *p, size_t len) {
         t->spans = d;
         t->spans_cap *= 2;
     }
+    const char *copy = interner_copy(t, p, len);
+    if (!copy) return -1;
     int32_t code = (int32_t)t->count++;
-    t->spans[code] = (Span){p, len, h};
+    t->spans[code] = (Span){copy, len, h};
     t->slots[s] = code;
     if (t->count * 2 > t->mask && !interner_rehash(t)) return -1;
     return code;

@@ -1,7 +1,8 @@
 /* JSON lexing for the native scanner: validate and skip values, find string and number spans.
 
-Strict RFC 8259 syntax (the general path's orjson decides the same way); UTF-8 is checked by the caller, once for
-the whole document. Shared by scan.c only, as static inline functions.
+Strict RFC 8259 syntax (the general path's orjson decides the same way); UTF-8 is checked apart, once for the
+whole document (by kineto_scan.py, or by a stream's feeder as the bytes arrive: stream.c). Shared by scan.c only,
+as static inline functions.
 */
 #ifndef ATBPROF_LEX_H
 #define ATBPROF_LEX_H
@@ -23,8 +24,13 @@ typedef struct {
 } Cursor;
 
 
+static inline int is_ws(unsigned char ch) { return ch <= ' ' && (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'); }
+
 static inline void skip_ws(Cursor *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) c->p++;
+    const char *p = c->p, *end = c->end;
+    if (p >= end || !is_ws((unsigned char)*p)) return; /* most often: a value or a key follows at once */
+    while (p < end && is_ws((unsigned char)*p)) p++;
+    c->p = p;
 }
 
 #define ONES 0x0101010101010101ULL
@@ -40,7 +46,7 @@ static inline int hexval(char ch) {
 }
 
 /* At an opening quote: move past the closing one. *escaped says whether the string held a backslash. The UTF-8 of
-   the bytes is checked by the caller (once, for the whole document). */
+   the bytes is checked apart (once, for the whole document). */
 static inline int lex_string(Cursor *c, const char **body, size_t *len, int *escaped) {
     const char *p = c->p + 1, *end = c->end;
     int esc = 0;

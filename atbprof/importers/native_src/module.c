@@ -14,16 +14,21 @@ PyObject *scan_stream(PyObject *self, PyObject *args);
 PyObject *stream_new(PyObject *self, PyObject *arg);
 PyObject *stream_feed(PyObject *self, PyObject *args);
 PyObject *stream_end(PyObject *self, PyObject *args);
+PyObject *stream_window(PyObject *self, PyObject *arg);
+PyObject *stream_close_py(PyObject *self, PyObject *arg);
 
 static PyMethodDef methods[] = {
     {"scan_kineto", scan_kineto, METH_O,
      "scan_kineto(data) -> dict of column buffers, or None when the bytes are not a plain, valid Kineto trace."},
-    {"stream_new", stream_new, METH_O, "stream_new(size) -> a stream of `size` bytes to be fed (stream.h)."},
+    {"stream_new", stream_new, METH_VARARGS,
+     "stream_new(size, window) -> a stream of a `size`-byte document, held `window` bytes at a time (stream.h)."},
     {"stream_feed", stream_feed, METH_VARARGS,
      "stream_feed(stream, chunk) -> False when the chunk would pass the stream's size (it is then aborted)."},
     {"stream_end", stream_end, METH_VARARGS, "stream_end(stream, ok): no more bytes (complete only if ok and full)."},
+    {"stream_close", stream_close_py, METH_O, "stream_close(stream): no scan will read it; the feeder stops waiting."},
+    {"stream_window", stream_window, METH_O, "stream_window(stream) -> the size of the window held now."},
     {"scan_stream", scan_stream, METH_VARARGS,
-     "scan_stream(stream, margin) -> (data, columns or None) as the stream arrives; None when it was aborted."},
+     "scan_stream(stream, margin) -> columns as the stream arrives; False: not the plain case; None: aborted."},
     {"nest", nest, METH_VARARGS,
      "nest(order, thread, start, end, index, depth_out, parent_out): assemble.nesting_python in C (int64 arrays)."},
     {NULL, NULL, 0, NULL},

@@ -5,6 +5,8 @@ than the rest of the import together: most of the bytes are values no importer n
 flow events), and the needed ones become columns anyway. This scanner validates the whole document as JSON while
 it reads the few fields the importer uses into C arrays; strings and raw values are interned, so each distinct one
 becomes one Python object at the end. The scan itself runs without the GIL (a diff loads its two inputs at once).
+A gzip trace is scanned as it is inflated, through a window of its bytes (stream.h): nothing the scan keeps points
+into them (interned strings and top-level members are copied; events are kept as document offsets).
 
 The scanner serves only the plain, well-formed case and says so by returning None otherwise: invalid JSON, a
 document that is not an object with a `traceEvents` array of objects, `ts` that is not a JSON number with at most
@@ -43,10 +45,15 @@ typedef struct {
     Vec ts_kind;      /* uint8: 0 absent / null, 1 number */
     Vec dur;          /* double, NaN absent / null */
     Vec args_kind;    /* uint8: 0 absent, 1 object, 2 anything else */
-    Vec span;         /* int64 pairs: the event's first and past-the-last byte */
-    Vec top;          /* int64 quadruples: key body start, length, value start, length */
+    Vec span;         /* int64 pairs: the event's first and past-the-last byte (document offsets) */
+    Vec top;          /* int64 quadruples: key body start, length, value start, length (in top_text) */
+    Vec top_text;     /* char: copies of the other top-level members' keys and values */
     size_t n;
-    Stream *arriving; /* the document is still arriving (stream.h); NULL: it is all there */
+    size_t rows;      /* rows every column has room for */
+    const char *buf;  /* the document's bytes held: [base, ...) at buf[0] */
+    size_t base, total;
+    Stream *arriving; /* the document is still arriving (stream.h), buf and base follow its window; NULL: it is
+                         all there */
 } Columns;
 
 static int value_col_init(ValueCol *v) { return vec_init(&v->kind, 1) && vec_init(&v->val, 8); }
@@ -62,26 +69,36 @@ static int columns_init(Columns *t) {
            vec_init(&t->cat, 4) && value_col_init(&t->pid) && value_col_init(&t->tid) && value_col_init(&t->corr) &&
            value_col_init(&t->stream) && value_col_init(&t->argname) && vec_init(&t->dims, 4) &&
            vec_init(&t->ts_ns, 8) && vec_init(&t->ts_kind, 1) && vec_init(&t->dur, 8) && vec_init(&t->args_kind, 1) &&
-           vec_init(&t->span, 8) && vec_init(&t->top, 8);
+           vec_init(&t->span, 8) && vec_init(&t->top, 8) && vec_init(&t->top_text, 1);
 }
 
 static void columns_free(Columns *t) {
     interner_free(&t->strings);
     interner_free(&t->raws);
-    Vec *vecs[] = {&t->ph, &t->name, &t->cat, &t->dims, &t->ts_ns, &t->ts_kind, &t->dur, &t->args_kind, &t->span,
-                   &t->top};
+    Vec *vecs[] = {&t->ph,   &t->name,      &t->cat,  &t->dims, &t->ts_ns,   &t->ts_kind,
+                   &t->dur,  &t->args_kind, &t->span, &t->top,  &t->top_text};
     for (size_t i = 0; i < sizeof(vecs) / sizeof(vecs[0]); i++) free(vecs[i]->data);
     ValueCol *cols[] = {&t->pid, &t->tid, &t->corr, &t->stream, &t->argname};
     for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) value_col_free(cols[i]);
 }
 
-static int grow_row(Columns *t, size_t n) {
+static int grow_columns(Columns *t, size_t n) {
     return vec_grow(&t->ph, n) && vec_grow(&t->name, n) && vec_grow(&t->cat, n) && vec_grow(&t->pid.kind, n) &&
            vec_grow(&t->pid.val, n) && vec_grow(&t->tid.kind, n) && vec_grow(&t->tid.val, n) &&
            vec_grow(&t->corr.kind, n) && vec_grow(&t->corr.val, n) && vec_grow(&t->stream.kind, n) &&
            vec_grow(&t->stream.val, n) && vec_grow(&t->argname.kind, n) && vec_grow(&t->argname.val, n) &&
            vec_grow(&t->dims, n) && vec_grow(&t->ts_ns, n) && vec_grow(&t->ts_kind, n) && vec_grow(&t->dur, n) &&
            vec_grow(&t->args_kind, n) && vec_grow(&t->span, 2 * n);
+}
+
+/* Room for n rows in every column: checked once per row, grown (doubling) together. */
+static inline int grow_row(Columns *t, size_t n) {
+    if (n <= t->rows) return 1;
+    size_t rows = t->rows ? t->rows : 1024;
+    while (rows < n) rows *= 2;
+    if (!grow_columns(t, rows)) return 0;
+    t->rows = rows;
+    return 1;
 }
 
 #define AT(vec, type, i) (((type *)(vec).data)[i])
@@ -341,21 +358,51 @@ static int read_event(Columns *t, Cursor *c, size_t row) {
     return more == 0;
 }
 
-/* ---- a document still arriving (stream.h) ---------------------------------------------------------------------- */
+/* ---- where the bytes are (stream.h) ---------------------------------------------------------------------------- */
 
-/* Before an item: let the cursor see at least the stream's margin ahead (all the bytes final now). */
-static void stream_ahead(Columns *t, Cursor *c, const char *data) {
-    Stream *s = t->arriving;
-    if (s && c->end != data + s->total) c->end = data + stream_wait(s, (size_t)(c->p - data) + s->margin);
+static inline size_t offset_of(const Columns *t, const char *p) { return t->base + (size_t)(p - t->buf); }
+static inline const char *at_offset(const Columns *t, size_t offset) { return t->buf + (offset - t->base); }
+
+
+static void follow_window(Columns *t) {
+    t->buf = t->arriving->buf;
+    t->base = t->arriving->base;
 }
 
-/* An item failed to parse: if the edge of what had arrived may have cut it, wait for the whole document and say
-   so (the caller reads the item again); 0: the failure stands. */
-static int stream_retry(Columns *t, Cursor *c, const char *data) {
+/* Before an item: let the cursor see at least the stream's margin ahead, sliding the window to the item when that
+   is past its end (nothing before the item is needed any more). Moves the bytes: pointers into them are stale. */
+static void ahead(Columns *t, Cursor *c) {
     Stream *s = t->arriving;
-    if (!s || c->end == data + s->total) return 0;
-    if (stream_finish(s) != STREAM_COMPLETE) return 0;
-    c->end = data + s->total;
+    if (!s) return;
+    size_t at = offset_of(t, c->p), want = at + s->margin;
+    if (want > s->total) want = s->total;
+    /* slid at three quarters of the window: the quarter moved is little, and the feeder has room while the scanner
+       reads it (slid only at the end, the two threads would take turns) */
+    if (want > s->base + s->cap || (at - s->base) * 4 > s->cap * 3) {
+        stream_slide(s, at);
+        follow_window(t);
+    }
+    c->p = at_offset(t, at);
+    c->end = at_offset(t, stream_wait(s, want));
+}
+
+/* An item (from offset `from` on) failed to parse: if the edge of what had arrived may have cut it, wait for more
+   (twice what the item had, the window slid to it and grown as needed), put the cursor back at its start and say
+   so (the caller reads it again); 0: the failure stands. Moves the bytes: pointers into them are stale. */
+static int again(Columns *t, Cursor *c, size_t from) {
+    Stream *s = t->arriving;
+    if (!s) return 0;
+    size_t seen = offset_of(t, c->end);
+    if (seen >= s->total) return 0;
+    size_t want = seen + (seen - from > 0 ? seen - from : 1);
+    if (want > s->total) want = s->total;
+    stream_slide(s, from);
+    if (!stream_grow(s, want - from)) return 0;
+    follow_window(t);
+    size_t avail = stream_wait(s, want);
+    if (avail <= seen) return 0; /* ended short: aborted */
+    c->p = at_offset(t, from);
+    c->end = at_offset(t, avail);
     return 1;
 }
 
@@ -369,103 +416,121 @@ static int event_item(Columns *t, Cursor *c, size_t row, const char **end) {
     return next_member(c, ']');
 }
 
-/* enter(), and again once the document is whole if what follows the opening stopped at the edge of what had
-   arrived (an empty container's close may be past it). */
-static int enter_whole(Columns *t, Cursor *c, const char *data, char close) {
-    const char *open = c->p;
-    int depth = c->depth, more = enter(c, close);
-    if (more > 0 && c->p == c->end && stream_retry(t, c, data)) {
-        c->p = open;
+/* enter(), again while what follows the opening stopped at the edge of what had arrived (an empty container's
+   close may be past it). */
+static int enter_whole(Columns *t, Cursor *c, char close) {
+    for (;;) {
+        size_t open = offset_of(t, c->p);
+        int depth = c->depth, more = enter(c, close);
+        if (!(more > 0 && c->p == c->end) || !again(t, c, open)) return more;
         c->depth = depth;
-        more = enter(c, close);
     }
-    return more;
 }
 
-static int read_events(Columns *t, Cursor *c, const char *data) {
+static int read_events(Columns *t, Cursor *c) {
     if (c->p >= c->end || *c->p != '[') return 0;
     size_t row = 0;
-    int more = enter_whole(t, c, data, ']');
+    int more = enter_whole(t, c, ']');
     while (more > 0) {
-        const char *from = c->p;
-        int depth = c->depth;
-        stream_ahead(t, c, data);
-        skip_ws(c); /* the white space next_member skipped may have stopped at the edge of what had arrived */
-        const char *start = c->p, *end = NULL;
-        more = event_item(t, c, row, &end);
-        if (more < 0 && stream_retry(t, c, data)) { /* read again, whole: same bytes, same codes */
-            c->p = from;
-            c->depth = depth;
+        ahead(t, c);
+        for (;;) { /* the white space next_member skipped may have stopped at the edge of what had arrived */
+            size_t from = offset_of(t, c->p);
+            int depth = c->depth;
             skip_ws(c);
-            start = c->p;
+            const char *start = c->p, *end = NULL;
             more = event_item(t, c, row, &end);
+            if (more >= 0) {
+                AT(t->span, int64_t, 2 * row) = (int64_t)offset_of(t, start);
+                AT(t->span, int64_t, 2 * row + 1) = (int64_t)offset_of(t, end);
+                break;
+            }
+            if (!again(t, c, from)) return 0; /* read again, with more: same bytes, same codes */
+            c->depth = depth;
         }
-        if (more < 0) return 0;
-        AT(t->span, int64_t, 2 * row) = (int64_t)(start - data);
-        AT(t->span, int64_t, 2 * row + 1) = (int64_t)(end - data);
         row++;
     }
     t->n = row;
     return more == 0;
 }
 
-/* A top-level member other than traceEvents: its key and value spans, for kineto_scan.py to parse. */
-static int keep_top(Columns *t, Cursor *c, const char *data, const char *key, size_t klen) {
+/* A top-level member other than traceEvents: copies of its key and value, for kineto_scan.py to parse. */
+static int keep_top(Columns *t, Cursor *c, const char *key, size_t klen) {
     const char *start = c->p;
     if (!skip_value(c)) return 0;
-    size_t i = t->top.len;
-    if (!vec_grow(&t->top, i + 4)) return 0;
-    AT(t->top, int64_t, i) = (int64_t)(key - data);
+    size_t vlen = (size_t)(c->p - start), at = t->top_text.len, i = t->top.len;
+    if (!vec_grow(&t->top_text, at + klen + vlen) || !vec_grow(&t->top, i + 4)) return 0;
+    memcpy(t->top_text.data + at, key, klen);
+    memcpy(t->top_text.data + at + klen, start, vlen);
+    t->top_text.len = at + klen + vlen;
+    AT(t->top, int64_t, i) = (int64_t)at;
     AT(t->top, int64_t, i + 1) = (int64_t)klen;
-    AT(t->top, int64_t, i + 2) = (int64_t)(start - data);
-    AT(t->top, int64_t, i + 3) = (int64_t)(c->p - start);
+    AT(t->top, int64_t, i + 2) = (int64_t)(at + klen);
+    AT(t->top, int64_t, i + 3) = (int64_t)vlen;
     t->top.len = i + 4;
     return 1;
 }
 
-/* One top-level member and what follows it: 1 more members, 0 the object closed, -1 not the plain case. */
-static int top_item(Columns *t, Cursor *c, const char *data, int *found) {
+enum { TOP_EVENTS = 2 }; /* top_item: at the traceEvents array */
+
+/* One top-level member's key and, for any other member, its value and what follows it: 1 more members, 0 the
+   object closed, TOP_EVENTS at the value of traceEvents, -1 not the plain case. */
+static int top_item(Columns *t, Cursor *c) {
     const char *key;
     size_t klen;
     int escaped;
     if (!member_key(c, &key, &klen, &escaped) || escaped) return -1;
-    if (key_is(key, klen, "traceEvents")) {
-        if ((*found)++) return -1; /* twice: the general path's JSON decides which one counts */
-        if (!read_events(t, c, data)) return -1;
-    } else if (!keep_top(t, c, data, key, klen)) {
-        return -1;
-    }
+    if (key_is(key, klen, "traceEvents")) return c->p < c->end ? TOP_EVENTS : -1; /* its '[' seen, or again */
+    if (!keep_top(t, c, key, klen)) return -1;
     return next_member(c, '}');
 }
 
+/* At the end of the top-level object: only white space may follow, to the document's end. */
+static int nothing_after(Columns *t, Cursor *c) {
+    for (;;) {
+        skip_ws(c);
+        if (c->p < c->end) return 0;
+        if (!again(t, c, offset_of(t, c->p))) return offset_of(t, c->p) == t->total;
+    }
+}
+
 /* The whole document; returns 1 if it is the plain case. */
-static int scan_document(Columns *t, const char *data, size_t size) {
-    Cursor c = {data, t->arriving ? data + stream_wait(t->arriving, 3) : data + size, 0};
-    int found = 0;
-    if (c.end - data >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0) return 0; /* a BOM: the general path decides */
-    skip_ws(&c);
-    if (c.p >= c.end && stream_retry(t, &c, data)) skip_ws(&c);
-    if (c.p >= c.end || *c.p != '{') return 0;
-    int more = enter_whole(t, &c, data, '}');
-    while (more > 0) {
-        const char *from = c.p;
-        int depth = c.depth, was_found = found;
-        size_t top = t->top.len;
-        stream_ahead(t, &c, data);
+static int scan_document(Columns *t) {
+    Cursor c = {t->buf, t->buf + (t->arriving ? 0 : t->total), 0};
+    ahead(t, &c);
+    while (c.end - c.p < 3 && again(t, &c, 0)) {
+    }
+    if (c.end - c.p >= 3 && memcmp(c.p, "\xef\xbb\xbf", 3) == 0) return 0; /* a BOM: the general path decides */
+    for (;;) {
         skip_ws(&c);
-        more = top_item(t, &c, data, &found);
-        if (more < 0 && stream_retry(t, &c, data)) { /* the member again, whole */
-            c.p = from;
-            c.depth = depth;
-            found = was_found;
-            t->top.len = top;
+        if (c.p < c.end) break;
+        if (!again(t, &c, offset_of(t, c.p))) return 0;
+    }
+    if (*c.p != '{') return 0;
+    int found = 0, more = enter_whole(t, &c, '}');
+    while (more > 0) {
+        ahead(t, &c);
+        for (;;) {
+            size_t from = offset_of(t, c.p), top = t->top.len, text = t->top_text.len;
+            int depth = c.depth;
             skip_ws(&c);
-            more = top_item(t, &c, data, &found);
+            more = top_item(t, &c);
+            if (more >= 0) break;
+            if (!again(t, &c, from)) return 0; /* the member again, with more */
+            c.depth = depth;
+            t->top.len = top;
+            t->top_text.len = text;
+        }
+        if (more != TOP_EVENTS) continue;
+        if (found++ || !read_events(t, &c)) return 0; /* twice: the general path's JSON decides which one counts */
+        for (;;) {
+            size_t after = offset_of(t, c.p);
+            int depth = c.depth;
+            more = next_member(&c, '}');
+            if (more >= 0 || !again(t, &c, after)) break;
+            c.depth = depth;
         }
     }
-    if (more == 0 && t->arriving && !stream_retry(t, &c, data) && c.end != data + size) return 0;
-    skip_ws(&c);
-    return more == 0 && found && c.p == c.end;
+    return more == 0 && found && nothing_after(t, &c);
 }
 
 /* ---- to Python ------------------------------------------------------------------------------------------------ */
@@ -568,12 +633,13 @@ static PyObject *columns_result(Columns *t) {
     }
     size_t n = t->n;
     result = Py_BuildValue(
-        "{sn sN sN sN sN sN sN sN sN sN sN sN sN sN sN sN sO sO}", "n", (Py_ssize_t)n, "ph", bytes_of(&t->ph, n),
+        "{sn sN sN sN sN sN sN sN sN sN sN sN sN sN sN sN sN sO sO}", "n", (Py_ssize_t)n, "ph", bytes_of(&t->ph, n),
         "name", bytes_of(&t->name, n), "cat", bytes_of(&t->cat, n), "pid", value_col(&t->pid, n), "tid",
         value_col(&t->tid, n), "correlation", value_col(&t->corr, n), "stream", value_col(&t->stream, n),
         "arg_name", value_col(&t->argname, n), "input_dims", bytes_of(&t->dims, n), "ts_ns", bytes_of(&t->ts_ns, n),
         "ts_kind", bytes_of(&t->ts_kind, n), "dur_us", bytes_of(&t->dur, n), "args_kind", bytes_of(&t->args_kind, n),
-        "span", bytes_of(&t->span, 2 * n), "top", bytes_of(&t->top, t->top.len), "strings", strings, "raws", raws);
+        "span", bytes_of(&t->span, 2 * n), "top", bytes_of(&t->top, t->top.len), "top_text",
+        bytes_of(&t->top_text, t->top_text.len), "strings", strings, "raws", raws);
 done:
     Py_XDECREF(strings);
     Py_XDECREF(raws);
@@ -590,9 +656,11 @@ PyObject *scan_kineto(PyObject *self, PyObject *arg) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
+    t.buf = (const char *)view.buf;
+    t.total = (size_t)view.len;
     int plain;
     Py_BEGIN_ALLOW_THREADS
-    plain = scan_document(&t, (const char *)view.buf, (size_t)view.len);
+    plain = scan_document(&t);
     Py_END_ALLOW_THREADS
     PyObject *result = plain ? columns_result(&t) : Py_NewRef(Py_None);
     columns_free(&t);
@@ -602,44 +670,68 @@ PyObject *scan_kineto(PyObject *self, PyObject *arg) {
 
 Stream *stream_of(PyObject *capsule);
 
-/* scan_stream(stream, margin) -> (data, columns or None) once the stream is complete; None when it was aborted.
-   margin: the bytes asked for ahead of each item (a Kineto event is well under 1 kB; the tests use 0 to cut items
-   at the edge of what has arrived). */
+/* The scanner reads no more: the feeder stops waiting for room. */
+static void stream_close(Stream *s) {
+    pthread_mutex_lock(&s->mu);
+    s->closed = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* scan_stream(stream, margin) -> the columns once the stream is complete; False when it completed but is not the
+   plain case (or not UTF-8); None when it was aborted. The document is not kept (stream.h): the caller inflates it
+   again where it needs the bytes. margin: the bytes asked for ahead of each item (a Kineto event is well under
+   1 kB; the tests use 0 to cut items at the edge of what has arrived). */
 PyObject *scan_stream(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *capsule;
     Py_ssize_t margin;
     if (!PyArg_ParseTuple(args, "On", &capsule, &margin)) return NULL;
-    if (margin < 0) {
-        PyErr_SetString(PyExc_ValueError, "a margin is not negative");
-        return NULL;
-    }
     Stream *s = stream_of(capsule);
     if (!s) return NULL;
-    if (s->scanned) {
-        PyErr_SetString(PyExc_ValueError, "a stream is scanned once");
+    if (margin < 0 || s->scanned) {
+        stream_close(s);
+        PyErr_SetString(PyExc_ValueError, margin < 0 ? "a margin is not negative" : "a stream is scanned once");
         return NULL;
     }
     s->scanned = 1;
     s->margin = (size_t)margin;
     Columns t;
-    if (!columns_init(&t)) {
+    if (!columns_init(&t) || !stream_grow(s, 2 * s->margin)) { /* ahead() slides by the margin at most */
+        stream_close(s);
         columns_free(&t);
         return PyErr_NoMemory();
     }
     t.arriving = s;
+    t.total = s->total;
+    follow_window(&t);
     int plain, state;
     Py_BEGIN_ALLOW_THREADS
-    plain = scan_document(&t, s->buf, s->total);
-    state = stream_finish(s); /* the scan may stop early (not the plain case): the bytes are still wanted */
+    plain = scan_document(&t);
+    stream_close(s);
+    state = stream_finish(s); /* complete: every byte came, as the gzip trailer said, and was checked as UTF-8 */
     Py_END_ALLOW_THREADS
     PyObject *result;
     if (state != STREAM_COMPLETE) {
         result = Py_NewRef(Py_None);
+    } else if (!plain || s->utf8.bad) {
+        result = Py_NewRef(Py_False);
     } else {
-        PyObject *cols = plain ? columns_result(&t) : Py_NewRef(Py_None);
-        result = cols ? Py_BuildValue("(ON)", s->bytes, cols) : NULL;
+        result = columns_result(&t);
+        if (result == Py_None) {
+            Py_DECREF(result);
+            result = Py_NewRef(Py_False);
+        }
     }
     columns_free(&t);
     return result;
+}
+
+/* stream_close(stream): no scan will read it (the feeder then stops waiting for room) */
+PyObject *stream_close_py(PyObject *self, PyObject *arg) {
+    (void)self;
+    Stream *s = stream_of(arg);
+    if (!s) return NULL;
+    stream_close(s);
+    Py_RETURN_NONE;
 }
