@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from atbprof.importers.base import FRAMEWORK_SCHEMA, HOST_CALLS_SCHEMA, STEP_FRAMES_SCHEMA, Profile
+from atbprof.importers.coded import canonical_dictionary
 from atbprof.importers.native import native
 from atbprof.importers.sanity import check_spans, check_task_times
 from atbprof.optable.schema import OPS_SCHEMA
@@ -216,9 +217,15 @@ def _ops_table(ops: RawOps, steps: RawSteps | None, origin: int) -> pa.Table:
 
 def _as_type(arr: pa.Array, typ: pa.DataType) -> pa.Array:
     if pa.types.is_dictionary(typ):
-        encoded = pc.dictionary_encode(pc.cast(arr, pa.string()))
+        # a dictionary of texts is coded again from its codes: each distinct text hashed once, not each row's again
+        encoded = canonical_dictionary(arr) if _coded_texts(arr) else pc.dictionary_encode(pc.cast(arr, pa.string()))
         return encoded.cast(typ) if not encoded.type.equals(typ) else encoded
     return arr if arr.type.equals(typ) else pc.cast(arr, typ)
+
+
+def _coded_texts(arr: pa.Array) -> bool:
+    typ = arr.type
+    return pa.types.is_dictionary(typ) and pa.types.is_string(typ.value_type) and arr.dictionary.null_count == 0
 
 
 def _framework_table(fw: RawFramework, steps: RawSteps | None, origin: int) -> pa.Table:

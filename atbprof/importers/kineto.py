@@ -39,6 +39,7 @@ from atbprof.importers.trace_events import TraceEvents, int_arg
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 MEMORY_CATS = {"gpu_memcpy": "MEMCPY", "Memcpy": "MEMCPY", "gpu_memset": "MEMSET", "Memset": "MEMSET"}
+TASK_TYPES = ["GPU", "MTIA", "MEMCPY", "MEMSET"]  # a kernel's, an MTIA task's, a copy's (MTIA's DMA too), a fill's
 MTIA_CATS = frozenset({"mtia_ccp_events"})
 MTIA_RUNTIME_TASKS = frozenset({"event_record", "event_wait"})  # the command processor's own sync, not work
 CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
@@ -181,12 +182,11 @@ def _ops(
     kernel it replays) and the share that falls on the norms is what norm-related time counts."""
     if not len(kernels):
         return RawOps.empty(), {}
-    names = trace.texts("name", kernels)
-    encoded = pc.dictionary_encode(names)  # the names' text work once per distinct name (a few hundred)
-    cats = trace.texts("cat", kernels)
-    mtia = pc.is_in(cats, pa.array(sorted(MTIA_CATS)))
-    dma = pc.and_(mtia, pc.equal(names, "dma_request"))
-    memory = pc.or_(pc.is_in(cats, pa.array(sorted(MEMORY_CATS))), dma)
+    encoded = trace.coded("name", kernels)  # the names' text work once per distinct name (a few hundred)
+    mtia = trace.where("cat", MTIA_CATS)[kernels]
+    dma = mtia & trace.where("name", ("dma_request",))[kernels]
+    memory = trace.where("cat", MEMORY_CATS)[kernels] | dma
+    memset = trace.where("cat", [c for c, kind in MEMORY_CATS.items() if kind == "MEMSET"])[kernels]
     launch = launches.of(trace.nonneg_int_args("correlation", kernels))
     found = launch >= 0
     none = np.zeros(len(kernels), np.int64)
@@ -212,20 +212,18 @@ def _ops(
     start = ts[kernels]
     short = pc.utf8_trim_whitespace(pc.replace_substring_regex(encoded.dictionary, r"\s*\(.*$", ""))
     cols: dict[str, pa.Array] = {
-        "op_name": names,
+        "op_name": encoded,
         # a copy is named by its direction ("Memcpy HtoD (Pinned -> Device)" -> Memcpy HtoD), a fill is a Memset
         "op_type": pc.if_else(
-            dma,
+            pa.array(dma),
             "Memcpy",  # the native scanner reads no args.direction: one name for MTIA's DMA copies
             pc.if_else(
-                memory,
+                pa.array(memory),
                 short.take(encoded.indices),
                 derive_types(encoded, gpu_op_type),
             ),
         ),
-        "task_type": pc.if_else(
-            memory, pc.if_else(pc.match_substring(cats, "set"), "MEMSET", "MEMCPY"), pc.if_else(mtia, "MTIA", "GPU")
-        ),
+        "task_type": pa.array(TASK_TYPES).take(pa.array(np.where(memory, 2 + memset, mtia.astype(np.int64)))),
         "stream_id": _streams(trace, kernels),
         "task_start_ns": pa.array(start, pa.int64()),
         "task_dur_ns": pa.array(trace.dur_ns[kernels], pa.int64()),
@@ -243,11 +241,11 @@ kernel: 100-330 ms seen). That is warm-up, not launch overhead a fusion would re
 
 
 def _warmup_launches(
-    names: pa.DictionaryArray, memory: pa.Array, found: np.ndarray, host_start: np.ndarray, host_dur: np.ndarray
+    names: pa.DictionaryArray, memory: np.ndarray, found: np.ndarray, host_start: np.ndarray, host_dur: np.ndarray
 ) -> tuple[np.ndarray, dict[str, int] | None]:
     """The launches that loaded a kernel (first launch of its name, far slower than any launch): their cost is
     set to the trace's median launch and what they took beyond it is reported apart."""
-    kernel = found & ~np.asarray(memory.to_numpy(zero_copy_only=False), bool)
+    kernel = found & ~memory
     if not kernel.any():
         return host_dur, None
     median = float(np.median(host_dur[kernel]))

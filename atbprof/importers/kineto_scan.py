@@ -24,6 +24,7 @@ import orjson
 import pyarrow as pa
 
 from atbprof.arrays import distinct
+from atbprof.importers.coded import canonical_dictionary
 from atbprof.importers.native import native
 from atbprof.importers.timetext import floats_to_ns
 from atbprof.importers.trace_events import PHASES, Rows, TraceEvents, dims_text, int_arg
@@ -359,8 +360,15 @@ class ScannedEvents(TraceEvents):
         return out
 
     def texts(self, field: str, rows: Rows) -> pa.Array:
+        return self._all_texts().take(self._text_codes(field, rows))
+
+    def coded(self, field: str, rows: Rows) -> pa.DictionaryArray:
+        return canonical_dictionary(pa.DictionaryArray.from_arrays(self._text_codes(field, rows), self._all_texts()))
+
+    def _text_codes(self, field: str, rows: Rows) -> pa.Array:
+        """Each row's index into `_all_texts` (its last entry, "", for a missing value)."""
         codes = self.codes[field][np.asarray(rows, np.int64)]
-        return self._all_texts().take(pa.array(np.where(codes < 0, len(self.strings), codes)))
+        return pa.array(np.where(codes < 0, len(self.strings), codes).astype(np.int32))
 
     def text(self, field: str) -> pa.Array:
         if field not in self._text:

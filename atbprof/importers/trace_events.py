@@ -98,6 +98,11 @@ class TraceEvents:
         """name / cat of the given rows as text ("" where missing, `str` of a number in a damaged trace)."""
         return pa.array([text_of(v) for v in self.take(field, rows)], pa.string())
 
+    def coded(self, field: str, rows: Rows) -> pa.DictionaryArray:
+        """`texts` as `pc.dictionary_encode` gives them (a reader that holds codes makes it without the texts)."""
+        encoded: pa.DictionaryArray = pc.dictionary_encode(self.texts(field, rows))
+        return encoded
+
     @property
     def timed(self) -> np.ndarray:
         """Events that happen at a time (everything with a ts but metadata)."""
