@@ -9,7 +9,8 @@
    same model unfused vs default fusion (every decomposed chain matched to its fused kernel).
 2. The HTA TraceDiff pair under ../shared/anchors/traces: `atbprof diff` (load both + diff, in process) vs
    HolisticTraceAnalysis 0.5.0 `TraceDiff.compare_traces` (which parses both too), same files (target: 20x), warm
-   on both sides (one untimed call first), the two in turn --repeat times; the load average is printed.
+   on both sides (an untimed call right before each timed one), the two in turn --repeat times; the load average
+   is printed.
 """
 
 from __future__ import annotations
@@ -110,10 +111,10 @@ def main() -> None:
         for d, f in ((dc, control), (dt, test)):
             d.mkdir()
             shutil.copy(f, d / f.name)
-        diff_paths(control, test)  # warm, as HTA's figure is (its first call is untimed too)
         before = load()
         rounds = []
         for _ in range(args.repeat):  # A/B in turn: a drift of the machine's speed hits both sides alike
+            diff_paths(control, test)  # warm right before, as HTA's timed call is (its first call is untimed too)
             rounds.append((*median_times(lambda: diff_paths(control, test), 1), *hta_seconds(py, dc, dt, 1)))
         ours, ours_cpu, theirs, theirs_cpu = (statistics.median(r[i] for r in rounds) for i in range(4))
         print(
