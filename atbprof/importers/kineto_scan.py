@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import re
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,18 +177,18 @@ def inflate_and_scan(
         raise failure[0]
     if got is None:
         return None
-    document = _inflated(raw)
+    document = _inflated(raw, size)
     return Streamed(None if got is False else _events(path, document, got), document)
 
 
-def _inflated(raw: bytes) -> Callable[[], bytes]:
-    """The document of a gzip file the stream read whole (one member of the size its trailer gives, within the
-    bounds), inflated once when first asked for: only messages and the general path need its bytes."""
+def _inflated(raw: bytes, size: int) -> Callable[[], bytes]:
+    """The document of a gzip file the stream read whole (one member of `size` bytes, within the bounds), inflated
+    once when first asked for: only messages and the general path need its bytes."""
     held: list[bytes] = []
 
     def document() -> bytes:
         if not held:
-            held.append(zlib.decompress(raw, wbits=31))
+            held.append(b"".join(inflate_exactly(raw, size)))
         return held[0]
 
     return document

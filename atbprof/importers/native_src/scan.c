@@ -376,8 +376,8 @@ static void ahead(Columns *t, Cursor *c) {
     if (!s) return;
     size_t at = offset_of(t, c->p), want = at + s->margin;
     if (want > s->total) want = s->total;
-    /* slid at three quarters of the window: the quarter moved is little, and the feeder has room while the scanner
-       reads it (slid only at the end, the two threads would take turns) */
+    /* slid at three quarters of the window: the quarter moved is little, and it leaves the feeder room while the
+       scanner reads on */
     if (want > s->base + s->cap || (at - s->base) * 4 > s->cap * 3) {
         stream_slide(s, at);
         follow_window(t);

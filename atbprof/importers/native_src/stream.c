@@ -118,7 +118,7 @@ PyObject *stream_feed(PyObject *self, PyObject *args) {
     int fits = s->state == STREAM_RUNNING && len <= s->total - s->avail; /* the one feeder alone writes avail */
     if (fits && len) {
         Py_BEGIN_ALLOW_THREADS
-        if (!s->utf8.bad) utf8_check(&s->utf8, (const unsigned char *)p, len);
+        if (!s->utf8.bad && !s->closed) utf8_check(&s->utf8, (const unsigned char *)p, len); /* closed: unread */
         pthread_mutex_lock(&s->mu);
         while (len && s->state == STREAM_RUNNING) {
             size_t room = s->closed ? len : s->base + s->cap - s->avail, n = len < room ? len : room;
