@@ -670,14 +670,6 @@ PyObject *scan_kineto(PyObject *self, PyObject *arg) {
 
 Stream *stream_of(PyObject *capsule);
 
-/* The scanner reads no more: the feeder stops waiting for room. */
-static void stream_close(Stream *s) {
-    pthread_mutex_lock(&s->mu);
-    s->closed = 1;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-}
-
 /* scan_stream(stream, margin) -> the columns once the stream is complete; False when it completed but is not the
    plain case (or not UTF-8); None when it was aborted. The document is not kept (stream.h): the caller inflates it
    again where it needs the bytes. margin: the bytes asked for ahead of each item (a Kineto event is well under
@@ -725,13 +717,4 @@ PyObject *scan_stream(PyObject *self, PyObject *args) {
     }
     columns_free(&t);
     return result;
-}
-
-/* stream_close(stream): no scan will read it (the feeder then stops waiting for room) */
-PyObject *stream_close_py(PyObject *self, PyObject *arg) {
-    (void)self;
-    Stream *s = stream_of(arg);
-    if (!s) return NULL;
-    stream_close(s);
-    Py_RETURN_NONE;
 }

@@ -153,6 +153,15 @@ PyObject *stream_end(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* stream_close(stream): no scan will read it (the feeder then stops waiting for room) */
+PyObject *stream_close_py(PyObject *self, PyObject *arg) {
+    (void)self;
+    Stream *s = stream_of(arg);
+    if (!s) return NULL;
+    stream_close(s);
+    Py_RETURN_NONE;
+}
+
 /* stream_window(stream) -> the window's size now (the tests check that it stays small) */
 PyObject *stream_window(PyObject *self, PyObject *arg) {
     (void)self;

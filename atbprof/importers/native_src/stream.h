@@ -76,6 +76,14 @@ static inline int stream_finish(Stream *s) {
     return state;
 }
 
+/* The scanner reads no more: the feeder stops waiting for room (and only counts what it is given). */
+static inline void stream_close(Stream *s) {
+    pthread_mutex_lock(&s->mu);
+    s->closed = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Keep the document from offset `from` (<= avail) on: move it to the window's start. The scanner's only. */
 static inline void stream_slide(Stream *s, size_t from) {
     pthread_mutex_lock(&s->mu);
